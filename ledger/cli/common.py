@@ -1,0 +1,101 @@
+"""Shared CLI plumbing: options, output formats, and the one place errors map to exit codes."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterable, Sequence, TypeVar
+
+import typer
+
+from ledger.errors import LedgerError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+HomeOpt = Annotated[Path | None, typer.Option("--home", help="Ledger home (default: $LEDGER_HOME or the user data dir).", show_default=False)]
+DbOpt = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV.")]
+
+
+def handle_errors(fn: F) -> F:
+    """Map library errors to `Error: ...` + hint on stderr and exit code 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except LedgerError as exc:
+            if os.environ.get("LEDGER_DEBUG") == "1":
+                raise
+            err(f"Error: {exc.message}")
+            if exc.hint:
+                err(f"Hint: {exc.hint}")
+            raise typer.Exit(1) from None
+        except BrokenPipeError:
+            # a closed pipe (`ledger runs | head`) is not an error
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            raise typer.Exit(0) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def print_json(obj: Any) -> None:
+    import orjson
+
+    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
+def print_json_stream(items: Iterable[Any]) -> None:
+    """Print a JSON array item by item: memory stays flat however many rows there are."""
+    import orjson
+
+    out = sys.stdout.buffer
+    first = True
+    for item in items:
+        out.write(b"[\n" if first else b",\n")
+        first = False
+        out.write(orjson.dumps(item, option=orjson.OPT_INDENT_2))
+    out.write(b"[]\n" if first else b"\n]\n")
+    out.flush()
+
+
+def print_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for row in rows:
+        w.writerow(["" if v is None else v for v in row])
+    sys.stdout.write(buf.getvalue())
+    sys.stdout.flush()
+
+
+def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str | None = None,
+                footer: Sequence[Any] | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_footer=footer is not None)
+    for i, h in enumerate(header):
+        table.add_column(h, footer="" if footer is None else ("" if footer[i] is None else str(footer[i])),
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*["—" if v is None else str(v) for v in row])
+    Console().print(table)
+
+
+def exclusive_formats(json_: bool, csv_: bool) -> None:
+    if json_ and csv_:
+        raise typer.BadParameter("--json and --csv cannot be used together")

@@ -1,0 +1,106 @@
+"""`ledger runs` and `ledger show`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ledger.cli.common import CsvOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
+
+RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects")
+
+
+TABLE_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "in", "out", "cost $", "gaps", "subjects")
+
+
+def _short(row: list) -> list:
+    """People read the table: a 12-character id prefix and minute-precision UTC time."""
+    row = list(row)
+    row[0] = row[0][:12]
+    row[1] = (row[1] or "")[:16].replace("T", " ")
+    return row
+
+
+def _row(d: dict) -> list:
+    u = d["usage"]
+    return [d["id"], d["started"], d["harness"], d["model"], d["outcome"], d["state"],
+            u["input_tokens"], u["output_tokens"], u["cost_usd"], d["evidence_gaps"], " ".join(d["subjects"])]
+
+
+@handle_errors
+def runs(
+    home: HomeOpt = None,
+    json_: JsonOpt = False,
+    csv_: CsvOpt = False,
+    all_: Annotated[bool, typer.Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).")] = False,
+) -> None:
+    """List runs, newest first."""
+    exclusive_formats(json_, csv_)
+    from ledger.home import resolve_home
+    from ledger.views import scan_records, select_runs
+
+    snaps, problems = scan_records(resolve_home(home))
+    for p in problems:
+        err(f"warning: skipped damaged record {p.path}: {p.reason}")
+    chosen = select_runs(snaps, all_)
+    if json_:
+        print_json_stream(s.to_dict() for s in chosen)
+    elif csv_:
+        print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
+    else:
+        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=f"{len(chosen)} runs")
+
+
+@handle_errors
+def show(
+    run: Annotated[str, typer.Argument(help="Run id or unique prefix (with or without run_).")],
+    home: HomeOpt = None,
+    json_: JsonOpt = False,
+    events: Annotated[bool, typer.Option("--events", help="Also print the run's events.")] = False,
+) -> None:
+    """Show one run: its snapshot, usage streams and evidence."""
+    from ledger.home import resolve_home
+    from ledger.records.ids import resolve_selector
+    from ledger.records.reader import read_run
+    from ledger.views import snapshot_detail
+
+    path = resolve_selector(resolve_home(home), run)
+    snap = read_run(path)
+    detail = snapshot_detail(snap)
+    if events:
+        detail["events"] = list(_iter_events(path))
+    if json_:
+        print_json(detail)
+        return
+    from rich.console import Console
+
+    c = Console()
+    for key in ("id", "outcome", "state", "started", "ended", "harness", "model", "surface", "host", "cwd", "path",
+                "provider_session_id", "evidence_gaps", "api_retries"):
+        c.print(f"[bold]{key}[/bold]: {detail[key]}")
+    c.print(f"[bold]subjects[/bold]: {' '.join(detail['subjects']) or '—'}")
+    c.print("[bold]usage[/bold]: " + ", ".join(f"{k}={v}" for k, v in detail["usage"].items() if v is not None))
+    if detail["final_answer"]:
+        c.print("[bold]final answer[/bold]:")
+        c.print(detail["final_answer"], markup=False)
+    if events:
+        for ev in detail["events"]:
+            c.print(ev, markup=False)
+
+
+def _iter_events(path):
+    import os
+
+    from ledger.records import jsonio
+
+    try:
+        with open(os.path.join(path, "events.jsonl"), "rb") as f:
+            for line in f:
+                if line.endswith(b"\n") and line.strip():
+                    try:
+                        yield jsonio.loads(line)
+                    except jsonio.JSONDecodeError:
+                        yield {"malformed": line.decode("utf-8", "replace")}
+    except OSError:
+        return

@@ -1,0 +1,275 @@
+"""Streaming fold of events.jsonl into a run's usage and facts.
+
+The fold state is a plain JSON-able dict so the indexer can store it in its cursor and
+resume from a byte offset: reading an appended file continues exactly where it stopped.
+The rules are the v1 evidence-gap and reduction rules (DESIGN §2):
+per usage stream each counter keeps its running max; across streams counters are summed
+(max for peak_input_tokens / context_window_tokens); unknown stays None.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ledger.errors import RecordError
+from ledger.records import jsonio
+from ledger.records.model import (
+    ALL_INT_COUNTERS, EVENT_TYPES, I64_MAX, MAX_ACROSS_STREAMS, UsageStreamTotals, UsageTotals,
+)
+
+OVERFLOW = -1  # sentinel in a stream's counters: the value overflowed i64, the total is unknown
+_READ_CHUNK = 1 << 20
+
+
+def new_state() -> dict[str, Any]:
+    return {
+        "seq": None, "gaps": 0, "lines": 0, "streams": {}, "attempts": {}, "session": None,
+        "tools": {}, "retries": 0, "result": None, "turns": {}, "answer": None,
+        "answer_exact": None, "skill_invoked": None,
+    }
+
+
+def _counter_value(v: Any) -> tuple[bool, int | None]:
+    """(overflow, value). Non-integers other than an overflowing float are ignored."""
+    if isinstance(v, bool) or v is None:
+        return False, None
+    if isinstance(v, int):
+        if v > I64_MAX:
+            return True, None
+        return False, v if v >= 0 else None
+    if isinstance(v, float) and math.isfinite(v) and v > I64_MAX:
+        return True, None  # orjson yields a float past u64
+    return False, None
+
+
+def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
+    if ev.get("counter_kind") != "cumulative":
+        state["gaps"] += 1
+        return
+    if ev.get("start_known") is False:
+        state["gaps"] += 1
+    sid = ev.get("usage_stream_id")
+    if not isinstance(sid, str):
+        sid = f"{ev.get('attempt_key')}/{ev.get('turn_key')}/{ev.get('model')}"
+    usage = ev.get("usage") or {}
+    streams = state["streams"]
+    st = streams.get(sid)
+    if st is None:
+        st = streams[sid] = {
+            "provider": ev.get("provider"), "model": ev.get("model") or usage.get("model"),
+            "attempt": ev.get("attempt_key"), "turn": ev.get("turn_key"),
+            "obs": None, "final": False, "n": 0, "c": {}, "cost": None,
+        }
+    st["n"] += 1
+    obs = ev.get("observation_seq")
+    if isinstance(obs, int) and not isinstance(obs, bool):
+        if st["obs"] is not None and obs <= st["obs"]:
+            state["gaps"] += 1
+        else:
+            st["obs"] = obs
+    if ev.get("final_receipt") is True:
+        st["final"] = True
+    if st["model"] is None and isinstance(usage.get("model"), str):
+        st["model"] = usage["model"]
+    counters = st["c"]
+    for name in ALL_INT_COUNTERS:
+        if name not in usage:
+            continue
+        overflow, value = _counter_value(usage[name])
+        prev = counters.get(name)
+        if overflow:
+            state["gaps"] += 1
+            counters[name] = OVERFLOW
+            continue
+        if value is None or prev == OVERFLOW:
+            continue
+        if prev is not None and value < prev:
+            state["gaps"] += 1  # a cumulative counter went backwards: keep the max
+            continue
+        counters[name] = value
+    if "cost_usd" in usage:
+        cost = usage["cost_usd"]
+        # serde_json (Loopflow) writes NaN/inf as null: a present-but-invalid cost is a gap.
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost) and cost >= 0:
+            cost = float(cost)
+            if st["cost"] is not None and cost < st["cost"]:
+                state["gaps"] += 1
+            else:
+                st["cost"] = cost
+        else:
+            state["gaps"] += 1
+
+
+def _fold_conversation(state: dict[str, Any], ev: dict[str, Any]) -> None:
+    inner = ev.get("event")
+    if not isinstance(inner, dict):
+        return
+    kind = inner.get("type")
+    turn_id = str(inner.get("turn_id"))
+    turns = state["turns"]
+    turn = turns.setdefault(turn_id, {"final": None, "msg": None, "deltas": ""})
+    if kind == "item_completed":
+        item = inner.get("item") if isinstance(inner.get("item"), dict) else inner
+        text = item.get("text")
+        if isinstance(text, str):
+            phase = item.get("phase")
+            if phase == "final_answer":
+                turn["final"] = text
+            elif phase is None:
+                turn["msg"] = text
+    elif kind == "text_delta":
+        delta = inner.get("delta", inner.get("text"))
+        if isinstance(delta, str):
+            turn["deltas"] += delta
+    elif kind == "turn_completed":
+        turns.pop(turn_id, None)
+        if inner.get("status") == "completed":
+            if turn["final"] is not None:
+                state["answer"], state["answer_exact"] = turn["final"], True
+            elif turn["msg"] is not None:
+                state["answer"], state["answer_exact"] = turn["msg"], True
+            elif turn["deltas"]:
+                state["answer"], state["answer_exact"] = turn["deltas"], False
+
+
+def fold_event(state: dict[str, Any], ev: Any) -> None:
+    """Apply one parsed envelope to the state."""
+    if not isinstance(ev, dict):
+        raise ValueError("expected a JSON object")
+    if ev.get("schema_version") != 1:
+        state["gaps"] += 1  # still used
+    seq = ev.get("seq")
+    if isinstance(seq, int) and not isinstance(seq, bool):
+        if state["seq"] is not None and seq <= state["seq"]:
+            state["gaps"] += 1
+        else:
+            state["seq"] = seq
+    else:
+        state["gaps"] += 1
+    kind = ev.get("type")
+    if kind not in EVENT_TYPES:
+        state["gaps"] += 1
+        return
+    if kind == "usage":
+        _fold_usage(state, ev)
+    elif kind == "tool_use":
+        name = str(ev.get("name"))
+        state["tools"][name] = state["tools"].get(name, 0) + 1
+    elif kind == "conversation":
+        _fold_conversation(state, ev)
+    elif kind == "provider_attempt_started":
+        key = str(ev.get("attempt_key"))
+        state["attempts"][key] = {
+            "attempt_key": key, "provider": ev.get("provider"), "model": ev.get("model"),
+            "started_at": ev.get("observed_at"), "finished_at": None, "outcome": None,
+        }
+    elif kind == "provider_attempt_finished":
+        key = str(ev.get("attempt_key"))
+        att = state["attempts"].setdefault(key, {
+            "attempt_key": key, "provider": None, "model": None, "started_at": None,
+            "finished_at": None, "outcome": None,
+        })
+        att["finished_at"] = ev.get("observed_at")
+        att["outcome"] = ev.get("outcome")
+    elif kind == "provider_session_observed":
+        if isinstance(ev.get("provider_session_id"), str):
+            state["session"] = ev["provider_session_id"]
+    elif kind == "result":
+        state["result"] = {"outcome": ev.get("outcome"), "duration_secs": ev.get("duration_secs")}
+        # ledger additions on the result event (optional for v1 readers)
+        if isinstance(ev.get("api_retries"), int):
+            state["retries"] = ev["api_retries"]
+        if isinstance(ev.get("skill_invoked"), bool):
+            state["skill_invoked"] = ev["skill_invoked"]
+
+
+def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | None = None
+              ) -> tuple[int, bool]:
+    """Fold the complete lines of `path` from byte `offset`; return (new_offset, torn).
+
+    `new_offset` is just past the last complete line. `torn` is True when the file ends with
+    bytes and no newline: that partial line is not counted (the caller adds one gap).
+    A malformed complete line raises RecordError naming the file and line number.
+    Memory stays bounded: the file is read in chunks, never whole.
+    """
+    fold = fold_event
+    loads = jsonio.loads
+    pos = offset
+    line_no = state["lines"]
+    with open(path, "rb") as f:
+        if offset:
+            f.seek(offset)
+        rest = b""
+        while True:
+            chunk = f.read(_READ_CHUNK)
+            if not chunk:
+                break
+            data = rest + chunk if rest else chunk
+            start = 0
+            while True:
+                nl = data.find(b"\n", start)
+                if nl < 0:
+                    break
+                line = data[start:nl]
+                line_no += 1
+                if line.strip():
+                    try:
+                        fold(state, loads(line))
+                    except (jsonio.JSONDecodeError, ValueError) as exc:
+                        state["lines"] = line_no
+                        raise RecordError(path, f"line {line_no}: malformed event ({exc}); expected one JSON object per line") from None
+                pos += nl + 1 - start
+                start = nl + 1
+            rest = data[start:]
+    state["lines"] = line_no
+    return pos, bool(rest)
+
+
+def stream_totals(state: dict[str, Any]) -> list[UsageStreamTotals]:
+    out = []
+    for sid, st in state["streams"].items():
+        out.append(UsageStreamTotals(
+            stream_id=sid, provider=st["provider"], model=st["model"], attempt_key=st["attempt"],
+            turn_key=st["turn"], observations=st["n"], final_receipt=st["final"],
+            counters={k: (None if v == OVERFLOW else v) for k, v in st["c"].items()},
+            cost_usd=st["cost"],
+        ))
+    return out
+
+
+def reduce_usage(state: dict[str, Any], extra_gaps: int = 0) -> UsageTotals:
+    """Reduce per-stream maxima across streams. `extra_gaps` adds run-level gaps (torn line)."""
+    totals = UsageTotals()
+    gaps = state["gaps"] + extra_gaps
+    acc: dict[str, int | None] = {}
+    overflowed: set[str] = set()
+    cost: float | None = None
+    for st in state["streams"].values():
+        totals.streams += 1
+        if st["final"]:
+            totals.final_streams += 1
+        for name, v in st["c"].items():
+            if v == OVERFLOW:
+                overflowed.add(name)
+                continue
+            prev = acc.get(name)
+            if prev is None:
+                acc[name] = v
+            elif name in MAX_ACROSS_STREAMS:
+                acc[name] = max(prev, v)
+            else:
+                acc[name] = prev + v
+        if st["cost"] is not None:
+            cost = st["cost"] if cost is None else cost + st["cost"]
+    for name, v in acc.items():
+        if name in overflowed:
+            continue
+        if v is not None and v > I64_MAX:
+            gaps += 1  # the sum overflowed: that total is unknown
+            continue
+        if hasattr(totals, name):
+            setattr(totals, name, v)
+    totals.cost_usd = cost
+    totals.gaps = gaps
+    return totals

@@ -1,0 +1,194 @@
+"""Domain dataclasses of the run record (v1). Plain data: no I/O, no SQLAlchemy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+OUTCOMES = ("completed", "failed", "interrupted")
+EVENT_TYPES = frozenset({
+    "provider_attempt_started", "provider_attempt_finished", "provider_session_observed",
+    "handoff", "usage", "user_input", "conversation", "text", "tool_use", "result",
+    "provider_output",
+})
+INT_COUNTERS = (
+    "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
+    "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
+)
+# ledger addition (optional, v1-compatible): the 5-minute / 1-hour split of cache writes,
+# kept for pricing. Reduced like the other counters.
+EXTRA_COUNTERS = ("cache_write_5m_tokens", "cache_write_1h_tokens")
+ALL_INT_COUNTERS = INT_COUNTERS + EXTRA_COUNTERS
+# Across streams these take the max (they describe one context), the rest are summed.
+MAX_ACROSS_STREAMS = frozenset({"peak_input_tokens", "context_window_tokens"})
+I64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Subject:
+    selector: str
+    source: str = "declared"  # "declared" | "inherited"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"selector": self.selector, "source": self.source}
+
+
+@dataclass
+class Manifest:
+    run_id: str
+    created_at: str
+    harness: str
+    surface: str
+    cwd: str
+    host: str
+    subjects: list[Subject]
+    schema_version: int = SCHEMA_VERSION
+    parent_run_id: str | None = None
+    model: str | None = None
+    repo: str | None = None
+    worktree: str | None = None
+    skill: str | None = None
+    launch: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    runtime_path: str | None = None
+    runtime_digest: str | None = None
+    boot_id: str | None = None
+    # ledger additions (optional for v1 readers): who launched the run, to tell live from abandoned.
+    launcher: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "parent_run_id": self.parent_run_id,
+            "created_at": self.created_at,
+            "harness": self.harness,
+            "model": self.model,
+            "surface": self.surface,
+            "cwd": self.cwd,
+            "repo": self.repo,
+            "worktree": self.worktree,
+            "skill": self.skill,
+            "subjects": [s.to_dict() for s in self.subjects],
+            "launch": self.launch,
+            "context": self.context,
+            "runtime_path": self.runtime_path,
+            "runtime_digest": self.runtime_digest,
+            "host": self.host,
+            "boot_id": self.boot_id,
+        }
+        if self.launcher is not None:
+            d["launcher"] = self.launcher
+        return d
+
+
+@dataclass
+class UsageTotals:
+    """The reduced usage of one run. None means nobody reported it (unknown is not zero)."""
+
+    streams: int = 0
+    final_streams: int = 0
+    gaps: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_input_tokens: int | None = None
+    peak_input_tokens: int | None = None
+    context_window_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost_usd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "streams": self.streams,
+            "final_streams": self.final_streams,
+            "gaps": self.gaps,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_input_tokens": self.total_input_tokens,
+            "peak_input_tokens": self.peak_input_tokens,
+            "context_window_tokens": self.context_window_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
+@dataclass
+class UsageStreamTotals:
+    """One usage stream (attempt, turn, model) after reduction."""
+
+    stream_id: str
+    provider: str | None
+    model: str | None
+    attempt_key: str | None
+    turn_key: str | None
+    observations: int
+    final_receipt: bool
+    counters: dict[str, int | None]
+    cost_usd: float | None
+
+
+@dataclass
+class RunSnapshot:
+    """What a reader knows about one run. `to_dict()` is the `--json` shape (stable)."""
+
+    id: str
+    parent_run_id: str | None
+    repo: str | None
+    worktree: str | None
+    subjects: list[Subject]
+    skill: str | None
+    outcome: str | None
+    started: str | None
+    ended: str | None
+    usage: UsageTotals
+    evidence_gaps: int
+    harness: str | None
+    model: str | None
+    surface: str | None
+    state: str = "unknown"  # settled | running | abandoned | unknown
+    host: str | None = None
+    cwd: str | None = None
+    path: str | None = None
+    provider_session_id: str | None = None
+    final_answer: str | None = None
+    streams: list[UsageStreamTotals] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    tool_uses: dict[str, int] = field(default_factory=dict)
+    api_retries: int = 0
+    skill_invoked: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "parent_run_id": self.parent_run_id,
+            "repo": self.repo,
+            "worktree": self.worktree,
+            "subjects": [s.selector for s in self.subjects],
+            "skill": self.skill,
+            "outcome": self.outcome,
+            "state": self.state,
+            "started": self.started,
+            "ended": self.ended,
+            "usage": self.usage.to_dict(),
+            "evidence_gaps": self.evidence_gaps,
+            "harness": self.harness,
+            "model": self.model,
+            "surface": self.surface,
+            "host": self.host,
+        }
+
+
+@dataclass
+class ScanProblem:
+    """A record that could not be read: reported with its path and reason, then skipped."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}

@@ -1,0 +1,220 @@
+"""Read run records: scan a home, read one run's snapshot. Streaming, no SQLAlchemy.
+
+A record that cannot be read (bad manifest, malformed complete line, identity mismatch,
+unsupported schema) raises RecordError; `scan()` reports it as a ScanProblem and goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ledger.errors import RecordError
+from ledger.records import jsonio
+from ledger.records.fold import fold_file, new_state, reduce_usage, stream_totals
+from ledger.records.ids import PREFIX, is_run_id, shard_of
+from ledger.records.liveness import liveness
+from ledger.records.model import OUTCOMES, SCHEMA_VERSION, Manifest, RunSnapshot, ScanProblem, Subject
+from ledger.records.timefmt import format_utc, parse_rfc3339
+
+MANIFEST = "manifest.json"
+CONTEXT = "context.json"
+EVENTS = "events.jsonl"
+TERMINAL = "terminal.json"
+PROVIDER_SESSION = "provider-session.json"
+STREAM_DIR = "streams"  # ledger addition: hash-bound raw provider streams
+
+
+def iter_run_dirs(home: Path) -> Iterator[tuple[str, str]]:
+    """Yield (run_dir_path, dir_name) for every candidate run directory, sorted.
+
+    Entries starting with `.` (staging) and non-directories are skipped.
+    """
+    runs = os.path.join(os.fspath(home), "runs")
+    try:
+        shards = sorted((e.name, e.path) for e in os.scandir(runs)
+                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except FileNotFoundError:
+        return
+    for _, shard_path in shards:
+        try:
+            entries = sorted((e.name, e.path) for e in os.scandir(shard_path)
+                             if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        for name, path in entries:
+            yield path, name
+
+
+def _read_json(path: str) -> Any:
+    with open(path, "rb") as f:
+        return jsonio.loads(f.read())
+
+
+def read_manifest(run_path: str | Path) -> Manifest:
+    run_path = os.fspath(run_path)
+    mpath = os.path.join(run_path, MANIFEST)
+    try:
+        raw = _read_json(mpath)
+    except FileNotFoundError:
+        raise RecordError(mpath, "manifest.json is missing") from None
+    except (jsonio.JSONDecodeError, OSError) as exc:
+        raise RecordError(mpath, f"manifest.json is not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise RecordError(mpath, "manifest.json is not a JSON object")
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RecordError(mpath, f"unsupported Run manifest schema {version}; expected {SCHEMA_VERSION}",
+                          hint="upgrade ledger to read this record (`pip install -U ledger`)")
+    run_id = raw.get("run_id")
+    name = os.path.basename(run_path)
+    shard = os.path.basename(os.path.dirname(run_path))
+    if not (isinstance(run_id, str) and is_run_id(run_id) and run_id == name and shard_of(run_id) == shard):
+        raise RecordError(mpath, "Run manifest identity does not match its record path")
+    try:
+        created = raw["created_at"]
+        parse_rfc3339(created)
+        subjects_raw = raw["subjects"]
+        if not isinstance(subjects_raw, list):
+            raise ValueError("subjects must be a list")
+        subjects = []
+        for s in subjects_raw:
+            if isinstance(s, dict) and isinstance(s.get("selector"), str):
+                subjects.append(Subject(s["selector"], s.get("source") or "declared"))
+            else:
+                raise ValueError("each subject needs a selector")
+        def opt_str(key: str) -> str | None:
+            v = raw.get(key)
+            if v is not None and not isinstance(v, str):
+                raise ValueError(f"{key} must be a string or null")
+            return v
+        return Manifest(
+            run_id=run_id, created_at=created, harness=str(raw.get("harness") or "unknown"),
+            surface=str(raw.get("surface") or "unknown"), cwd=str(raw.get("cwd") or ""),
+            host=str(raw.get("host") or ""), subjects=subjects,
+            parent_run_id=opt_str("parent_run_id"), model=opt_str("model"), repo=opt_str("repo"),
+            worktree=opt_str("worktree"), skill=opt_str("skill"),
+            launch=raw.get("launch") if isinstance(raw.get("launch"), dict) else None,
+            context=raw.get("context") if isinstance(raw.get("context"), dict) else None,
+            runtime_path=opt_str("runtime_path"), runtime_digest=opt_str("runtime_digest"),
+            boot_id=opt_str("boot_id"),
+            launcher=raw.get("launcher") if isinstance(raw.get("launcher"), dict) else None,
+        )
+    except KeyError as exc:
+        raise RecordError(mpath, f"manifest.json lacks required field {exc.args[0]}") from None
+    except ValueError as exc:
+        raise RecordError(mpath, f"manifest.json: {exc}") from None
+
+
+def context_valid(run_path: str, manifest: Manifest) -> bool:
+    """True when there is no context ref, or the file's size and sha256 match it."""
+    ref = manifest.context
+    if ref is None:
+        return True
+    path = os.path.join(run_path, str(ref.get("path") or CONTEXT))
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return len(data) == ref.get("bytes") and hashlib.sha256(data).hexdigest() == ref.get("content_sha256")
+
+
+@dataclass
+class Terminal:
+    present: bool
+    valid: bool
+    outcome: str | None = None
+    ended_at: str | None = None
+
+
+def read_terminal(run_path: str) -> Terminal:
+    path = os.path.join(run_path, TERMINAL)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return Terminal(present=False, valid=True)
+    except OSError:
+        return Terminal(present=True, valid=False)
+    try:
+        raw = jsonio.loads(data)
+        if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+            return Terminal(True, False)
+        outcome = raw.get("outcome")
+        if outcome not in OUTCOMES:
+            return Terminal(True, False)
+        ended = raw.get("ended_at")
+        ended_utc = format_utc(parse_rfc3339(ended)) if isinstance(ended, str) else None
+        return Terminal(True, True, outcome, ended_utc)
+    except (jsonio.JSONDecodeError, ValueError):
+        return Terminal(True, False)
+
+
+def read_provider_session(run_path: str) -> str | None:
+    try:
+        raw = _read_json(os.path.join(run_path, PROVIDER_SESSION))
+    except (OSError, jsonio.JSONDecodeError):
+        return None
+    sid = raw.get("provider_session_id") if isinstance(raw, dict) else None
+    return sid if isinstance(sid, str) else None
+
+
+def fold_events(run_path: str, state: dict[str, Any] | None = None, offset: int = 0) -> tuple[dict[str, Any], int, bool]:
+    """Fold events.jsonl from `offset` into `state`; returns (state, offset, torn)."""
+    state = new_state() if state is None else state
+    path = os.path.join(run_path, EVENTS)
+    try:
+        new_offset, torn = fold_file(path, state, offset)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return state, offset, False  # no events (yet): nothing observed, not a gap
+    return state, new_offset, torn
+
+
+def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], torn: bool,
+                   context_ok: bool, terminal: Terminal, provider_session: str | None) -> RunSnapshot:
+    """Assemble the snapshot from the separately read parts (the indexer reuses this)."""
+    usage = reduce_usage(state, 1 if torn else 0)
+    gaps = usage.gaps + (0 if context_ok else 1) + (0 if terminal.valid else 1)
+    if terminal.present:
+        state_name = "settled"
+    else:
+        state_name = liveness(manifest.host, manifest.boot_id, manifest.launcher)
+    attempts = sorted(state["attempts"].values(), key=lambda a: a["attempt_key"])
+    return RunSnapshot(
+        id=manifest.run_id, parent_run_id=manifest.parent_run_id, repo=manifest.repo,
+        worktree=manifest.worktree, subjects=manifest.subjects, skill=manifest.skill,
+        outcome=terminal.outcome if terminal.valid else None,
+        started=format_utc(parse_rfc3339(manifest.created_at)), ended=terminal.ended_at,
+        usage=usage, evidence_gaps=gaps, harness=manifest.harness, model=manifest.model,
+        surface=manifest.surface, state=state_name, host=manifest.host or None, cwd=manifest.cwd,
+        path=run_path, provider_session_id=provider_session or state["session"],
+        final_answer=state["answer"], streams=stream_totals(state), attempts=attempts,
+        tool_uses=dict(state["tools"]), api_retries=state["retries"],
+        skill_invoked=state["skill_invoked"],
+    )
+
+
+def read_run(run_path: str | Path) -> RunSnapshot:
+    """Read one run record whole (streaming over events.jsonl)."""
+    run_path = os.fspath(run_path)
+    manifest = read_manifest(run_path)
+    # read terminal before events: events appended after settlement are still read below
+    terminal = read_terminal(run_path)
+    state, _, torn = fold_events(run_path)
+    return build_snapshot(run_path, manifest, state, torn, context_valid(run_path, manifest),
+                          terminal, read_provider_session(run_path))
+
+
+def scan(home: Path) -> Iterator[RunSnapshot | ScanProblem]:
+    """Every run of a home, oldest directory order; damaged records come as ScanProblem."""
+    for path, name in iter_run_dirs(home):
+        if not name.startswith(PREFIX):
+            continue
+        try:
+            yield read_run(path)
+        except RecordError as exc:
+            yield ScanProblem(exc.path, exc.reason)

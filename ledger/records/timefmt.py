@@ -1,0 +1,39 @@
+"""RFC 3339 timestamps. Stored and printed in UTC with microseconds so every path
+(records, SQLite, PostgreSQL) renders a time identically."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """Parse an RFC 3339 timestamp (any offset, any fraction length) into an aware UTC datetime."""
+    m = _RFC3339.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
+    y, mo, d, h, mi, s, frac, off = m.groups()
+    micro = int((frac or "0")[:6].ljust(6, "0"))
+    tz = "+00:00" if off in ("Z", "z") else off
+    dt = datetime.fromisoformat(f"{y}-{mo}-{d}T{h}:{mi}:{s}.{micro:06d}{tz}")
+    return dt.astimezone(timezone.utc)
+
+
+def format_utc(dt: datetime | None) -> str | None:
+    if dt is None:
+        return None
+    if dt.tzinfo is None:  # naive values come back from SQLite: they are UTC by construction
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def now_rfc3339() -> str:
+    return format_utc(utcnow())  # type: ignore[return-value]

@@ -1,0 +1,59 @@
+"""What `ledger runs` / `ledger show` answer, as library calls (the CLI only formats).
+
+Selection rule of `ledger runs` without --all: runs started in the last 7 days, newest
+first, at most 50, plus every unterminated run (running, abandoned or unknown) whatever
+its age, so nothing in flight or lost is ever hidden.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from ledger.records.model import RunSnapshot, ScanProblem
+
+RECENT_DAYS = 7
+RECENT_LIMIT = 50
+
+
+def select_runs(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = None) -> list[RunSnapshot]:
+    ordered = sorted(snapshots, key=lambda s: (s.started or "", s.id), reverse=True)
+    if all_:
+        return ordered
+    now = now or datetime.now(timezone.utc)
+    cutoff = (now - timedelta(days=RECENT_DAYS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    recent = [s for s in ordered if (s.started or "") >= cutoff][:RECENT_LIMIT]
+    chosen = {s.id for s in recent}
+    extra = [s for s in ordered if s.state != "settled" and s.id not in chosen]
+    return sorted(recent + extra, key=lambda s: (s.started or "", s.id), reverse=True)
+
+
+def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
+    """The `ledger show --json` document: the snapshot plus its evidence details."""
+    d = s.to_dict()
+    d["cwd"] = s.cwd
+    d["path"] = s.path
+    d["provider_session_id"] = s.provider_session_id
+    d["final_answer"] = s.final_answer
+    d["api_retries"] = s.api_retries
+    d["skill_invoked"] = s.skill_invoked
+    d["tool_uses"] = dict(sorted(s.tool_uses.items()))
+    d["attempts"] = s.attempts
+    d["streams"] = [
+        {"stream_id": st.stream_id, "provider": st.provider, "model": st.model,
+         "attempt_key": st.attempt_key, "turn_key": st.turn_key, "observations": st.observations,
+         "final_receipt": st.final_receipt, "counters": st.counters, "cost_usd": st.cost_usd}
+        for st in s.streams
+    ]
+    return d
+
+
+def scan_records(home: Path) -> tuple[list[RunSnapshot], list[ScanProblem]]:
+    from ledger.records.reader import scan
+
+    snaps: list[RunSnapshot] = []
+    problems: list[ScanProblem] = []
+    for item in scan(home):
+        (problems if isinstance(item, ScanProblem) else snaps).append(item)
+    return snaps, problems
