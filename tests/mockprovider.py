@@ -18,8 +18,12 @@ the default for call k (1-based, counted per API over *main* calls)::
 
     Anthropic: input_tokens 100+k, output_tokens 20+k,
                cache_read_input_tokens 1000*k, cache_creation_input_tokens 50*k
-    OpenAI:    input_tokens 200+k (cached_tokens 100*k... see default_usage),
-               output_tokens 30+k (reasoning_tokens k)
+    OpenAI:    input_tokens 200+k (of which cached_tokens 100+k),
+               output_tokens 30+k (of which reasoning_tokens k)
+
+k counts every main call of that API, errors included.  Usage dicts may be
+given flat (``cached_tokens``, ``reasoning_tokens``, ``cache_write_tokens``)
+or nested as the API sends them (``input_tokens_details`` ...).
 
 Scenario forms accepted by ``MockProvider``:
 
@@ -129,7 +133,7 @@ def openai_usage(k: int) -> dict:
     """Default Responses-API usage for main call k (1-based)."""
     return {
         "input_tokens": 200 + k,
-        "cached_tokens": 100 * k if 100 * k <= 200 + k else 0,
+        "cached_tokens": 100 + k,
         "output_tokens": 30 + k,
         "reasoning_tokens": k,
     }
@@ -155,9 +159,17 @@ def _norm_openai_usage(u: dict) -> dict:
     if reasoning is None:
         reasoning = (u.get("output_tokens_details") or {}).get(
             "reasoning_tokens", 0)
+    details = {"cached_tokens": int(cached)}
+    write = u.get("cache_write_tokens")
+    if write is None:
+        write = (u.get("input_tokens_details") or {}).get("cache_write_tokens")
+    if write is not None:
+        # Codex 0.169 reads input_tokens_details.cache_write_tokens and
+        # reports it as cache_write_input_tokens; left out unless scripted.
+        details["cache_write_tokens"] = int(write)
     return {
         "input_tokens": inp,
-        "input_tokens_details": {"cached_tokens": int(cached)},
+        "input_tokens_details": details,
         "output_tokens": out,
         "output_tokens_details": {"reasoning_tokens": int(reasoning)},
         "total_tokens": int(u.get("total_tokens", inp + out)),
