@@ -24,13 +24,13 @@ Layout under ``tmp_path``::
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Sequence
-
-import json
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = REPO_ROOT / "node_modules" / ".bin"
@@ -253,10 +253,19 @@ def codex_argv(prompt: str, *, model: str | None = CODEX_MODEL,
 
 def run_agent(argv: Sequence[str], env: dict[str, str], cwd: Path, *,
               timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run a client to completion with stdin closed (/dev/null)."""
-    return subprocess.run(list(argv), env=env, cwd=str(cwd),
-                          stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout)
+    """Run a client to completion with stdin closed (/dev/null).
+
+    The client runs in its own process group; on timeout the whole group is
+    killed (``codex`` is a node wrapper around a native child that would
+    otherwise be orphaned) and ``subprocess.TimeoutExpired`` is raised."""
+    proc = start_agent(argv, env, cwd)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_agent(proc, grace=2)
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(list(argv), timeout, out, err)
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 def start_agent(argv: Sequence[str], env: dict[str, str], cwd: Path
@@ -270,7 +279,6 @@ def start_agent(argv: Sequence[str], env: dict[str, str], cwd: Path
 
 def kill_agent(proc: subprocess.Popen, grace: float = 5.0) -> int:
     """SIGTERM the client's process group, SIGKILL after ``grace`` s."""
-    import signal
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:

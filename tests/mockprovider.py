@@ -47,7 +47,6 @@ requests (dicts: method, path, headers, body, api, kind, step, status).
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 import time

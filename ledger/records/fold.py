@@ -9,17 +9,41 @@ per usage stream each counter keeps its running max; across streams counters are
 
 from __future__ import annotations
 
+import errno
 import math
-from typing import Any
+import os
+import stat
+from typing import Any, BinaryIO
 
 from ledger.errors import RecordError
 from ledger.records import jsonio
 from ledger.records.model import (
-    ALL_INT_COUNTERS, EVENT_TYPES, I64_MAX, MAX_ACROSS_STREAMS, UsageStreamTotals, UsageTotals,
+    ALL_INT_COUNTERS, EVENT_TYPES, I64_MAX, INT_COUNTERS, MAX_ACROSS_STREAMS, UsageStreamTotals,
+    UsageTotals,
 )
 
-OVERFLOW = -1  # sentinel in a stream's counters: the value overflowed i64, the total is unknown
+OVERFLOW = -1  # sentinel in a stream's counters: a value beyond u64 (the total is unknown)
+U64_MAX = 2**64 - 1
 _READ_CHUNK = 1 << 20
+
+
+def open_regular(path: str) -> BinaryIO:
+    """Open a record file for reading, refusing anything but a regular file.
+
+    O_NONBLOCK so that a FIFO planted in a record cannot hang a scan; a directory raises
+    IsADirectoryError, any other non-regular file OSError.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def new_state() -> dict[str, Any]:
@@ -30,17 +54,23 @@ def new_state() -> dict[str, Any]:
     }
 
 
-def _counter_value(v: Any) -> tuple[bool, int | None]:
-    """(overflow, value). Non-integers other than an overflowing float are ignored."""
+def _counter_value(v: Any) -> int | None:
+    """A counter as reported: a non-negative int (kept up to u64, like Loopflow's u64 fields),
+    OVERFLOW for a number beyond u64 (orjson yields a float there), None when not a counter."""
     if isinstance(v, bool) or v is None:
-        return False, None
+        return None
     if isinstance(v, int):
-        if v > I64_MAX:
-            return True, None
-        return False, v if v >= 0 else None
-    if isinstance(v, float) and math.isfinite(v) and v > I64_MAX:
-        return True, None  # orjson yields a float past u64
-    return False, None
+        if v < 0:
+            return None
+        return OVERFLOW if v > U64_MAX else v
+    if isinstance(v, float) and math.isfinite(v) and v > U64_MAX:
+        return OVERFLOW
+    return None
+
+
+def _rank(v: int) -> float | int:
+    """Order counters with OVERFLOW above every representable value."""
+    return math.inf if v == OVERFLOW else v
 
 
 def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
@@ -52,7 +82,9 @@ def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
     sid = ev.get("usage_stream_id")
     if not isinstance(sid, str):
         sid = f"{ev.get('attempt_key')}/{ev.get('turn_key')}/{ev.get('model')}"
-    usage = ev.get("usage") or {}
+    usage = ev.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}  # no counters we can read (a v1 writer always writes an object)
     streams = state["streams"]
     st = streams.get(sid)
     if st is None:
@@ -65,7 +97,7 @@ def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
     obs = ev.get("observation_seq")
     if isinstance(obs, int) and not isinstance(obs, bool):
         if st["obs"] is not None and obs <= st["obs"]:
-            state["gaps"] += 1
+            state["gaps"] += 1  # still used: the counters below keep their max
         else:
             st["obs"] = obs
     if ev.get("final_receipt") is True:
@@ -76,17 +108,15 @@ def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
     for name in ALL_INT_COUNTERS:
         if name not in usage:
             continue
-        overflow, value = _counter_value(usage[name])
+        value = _counter_value(usage[name])
+        if value is None:
+            continue
         prev = counters.get(name)
-        if overflow:
-            state["gaps"] += 1
-            counters[name] = OVERFLOW
-            continue
-        if value is None or prev == OVERFLOW:
-            continue
-        if prev is not None and value < prev:
+        if prev is not None and _rank(value) < _rank(prev):
             state["gaps"] += 1  # a cumulative counter went backwards: keep the max
             continue
+        # Values past i64 are kept (up to u64) and only make the *total* unknown, with one
+        # gap, when the run is reduced: exactly Loopflow's rule.
         counters[name] = value
     if "cost_usd" in usage:
         cost = usage["cost_usd"]
@@ -137,7 +167,8 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
     """Apply one parsed envelope to the state."""
     if not isinstance(ev, dict):
         raise ValueError("expected a JSON object")
-    if ev.get("schema_version") != 1:
+    version = ev.get("schema_version")
+    if type(version) is not int or version != 1:  # (True == 1 in Python)
         state["gaps"] += 1  # still used
     seq = ev.get("seq")
     if isinstance(seq, int) and not isinstance(seq, bool):
@@ -178,7 +209,7 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
     elif kind == "result":
         state["result"] = {"outcome": ev.get("outcome"), "duration_secs": ev.get("duration_secs")}
         # ledger additions on the result event (optional for v1 readers)
-        if isinstance(ev.get("api_retries"), int):
+        if isinstance(ev.get("api_retries"), int) and not isinstance(ev.get("api_retries"), bool):
             state["retries"] = ev["api_retries"]
         if isinstance(ev.get("skill_invoked"), bool):
             state["skill_invoked"] = ev["skill_invoked"]
@@ -191,18 +222,24 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
     `new_offset` is just past the last complete line. `torn` is True when the file ends with
     bytes and no newline: that partial line is not counted (the caller adds one gap).
     A malformed complete line raises RecordError naming the file and line number.
-    Memory stays bounded: the file is read in chunks, never whole.
+    Memory stays bounded: the file is read in chunks, never whole. With `size`, bytes at or
+    past that file offset are not read (an indexer folds up to the size it stat()ed).
     """
     fold = fold_event
     loads = jsonio.loads
     pos = offset
     line_no = state["lines"]
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         if offset:
             f.seek(offset)
         rest = b""
+        remaining = None if size is None else max(0, size - offset)
         while True:
-            chunk = f.read(_READ_CHUNK)
+            if remaining is None:
+                chunk = f.read(_READ_CHUNK)
+            else:
+                chunk = f.read(min(_READ_CHUNK, remaining)) if remaining else b""
+                remaining -= len(chunk)
             if not chunk:
                 break
             data = rest + chunk if rest else chunk
@@ -223,7 +260,13 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
                 start = nl + 1
             rest = data[start:]
     state["lines"] = line_no
-    return pos, bool(rest)
+    # A final fragment without its newline is torn (the caller adds one gap); whitespace alone
+    # is not evidence of anything (Loopflow skips it too).
+    return pos, bool(rest.strip())
+
+
+def _known(v: int) -> int | None:
+    return None if v == OVERFLOW or v > I64_MAX else v
 
 
 def stream_totals(state: dict[str, Any]) -> list[UsageStreamTotals]:
@@ -232,44 +275,41 @@ def stream_totals(state: dict[str, Any]) -> list[UsageStreamTotals]:
         out.append(UsageStreamTotals(
             stream_id=sid, provider=st["provider"], model=st["model"], attempt_key=st["attempt"],
             turn_key=st["turn"], observations=st["n"], final_receipt=st["final"],
-            counters={k: (None if v == OVERFLOW else v) for k, v in st["c"].items()},
+            counters={k: _known(v) for k, v in st["c"].items()},
             cost_usd=st["cost"],
         ))
     return out
 
 
 def reduce_usage(state: dict[str, Any], extra_gaps: int = 0) -> UsageTotals:
-    """Reduce per-stream maxima across streams. `extra_gaps` adds run-level gaps (torn line)."""
+    """Reduce per-stream maxima across streams. `extra_gaps` adds run-level gaps (torn line).
+
+    Per counter: sum across streams (max for peak_input_tokens / context_window_tokens). A
+    counter no stream reported stays None. A total that does not fit i64 (or a stream value
+    beyond u64) is one gap and that total is None. Streams are reduced in stream-id order, so
+    the float sum of costs is the same however the events were appended.
+    """
     totals = UsageTotals()
     gaps = state["gaps"] + extra_gaps
-    acc: dict[str, int | None] = {}
-    overflowed: set[str] = set()
+    streams = [st for _, st in sorted(state["streams"].items())]
+    totals.streams = len(streams)
+    totals.final_streams = sum(1 for st in streams if st["final"])
+    for name in INT_COUNTERS:
+        values = [st["c"][name] for st in streams if name in st["c"]]
+        if not values:
+            continue
+        if OVERFLOW in values:
+            gaps += 1
+            continue
+        total = max(values) if name in MAX_ACROSS_STREAMS else sum(values)
+        if total > I64_MAX:
+            gaps += 1  # the total overflowed i64: unknown
+            continue
+        setattr(totals, name, total)
     cost: float | None = None
-    for st in state["streams"].values():
-        totals.streams += 1
-        if st["final"]:
-            totals.final_streams += 1
-        for name, v in st["c"].items():
-            if v == OVERFLOW:
-                overflowed.add(name)
-                continue
-            prev = acc.get(name)
-            if prev is None:
-                acc[name] = v
-            elif name in MAX_ACROSS_STREAMS:
-                acc[name] = max(prev, v)
-            else:
-                acc[name] = prev + v
+    for st in streams:
         if st["cost"] is not None:
             cost = st["cost"] if cost is None else cost + st["cost"]
-    for name, v in acc.items():
-        if name in overflowed:
-            continue
-        if v is not None and v > I64_MAX:
-            gaps += 1  # the sum overflowed: that total is unknown
-            continue
-        if hasattr(totals, name):
-            setattr(totals, name, v)
     totals.cost_usd = cost
     totals.gaps = gaps
     return totals

@@ -13,7 +13,8 @@ PREFIX = "run_"
 _H = "[0-9a-fA-F]"
 _HYPH = f"{_H}{{8}}-{_H}{{4}}-{_H}{{4}}-{_H}{{4}}-{_H}{{12}}"
 # Python's uuid.UUID() accepts more spellings than the format does, so validate explicitly.
-_SUFFIX = re.compile(rf"^(?:{_H}{{32}}|{_HYPH}|urn:uuid:{_HYPH}|\{{{_HYPH}\}})$")
+# fullmatch, not `$`: `$` would also accept a trailing newline.
+_SUFFIX = re.compile(rf"(?:{_H}{{32}}|{_HYPH}|urn:uuid:{_HYPH}|\{{{_HYPH}\}})")
 
 
 class InvalidRunId(LedgerError):
@@ -25,7 +26,7 @@ def mint_run_id() -> str:
 
 
 def is_run_id(text: str) -> bool:
-    return isinstance(text, str) and text.startswith(PREFIX) and bool(_SUFFIX.match(text[len(PREFIX):]))
+    return isinstance(text, str) and text.startswith(PREFIX) and bool(_SUFFIX.fullmatch(text, len(PREFIX)))
 
 
 def parse_run_id(text: str) -> str:
@@ -53,18 +54,20 @@ def resolve_selector(home: Path, selector: str) -> Path:
     runs = Path(home) / "runs"
     matches: list[Path] = []
     try:
-        shards = list(os.scandir(runs))
-    except FileNotFoundError:
+        with os.scandir(runs) as it:
+            shards = [e.path for e in it if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+    except OSError:  # no runs/ yet (or not a directory): nothing matches
         shards = []
     for shard in shards:
-        if shard.name.startswith(".") or not shard.is_dir(follow_symlinks=False):
+        try:
+            with os.scandir(shard) as it:
+                names = [(e.name, e.path) for e in it
+                         if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+        except OSError:
             continue
-        for entry in os.scandir(shard.path):
-            name = entry.name
-            if name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                continue
-            if name.startswith(sel) or name[len(PREFIX):].startswith(sel) and name.startswith(PREFIX):
-                matches.append(Path(entry.path))
+        for name, path in names:
+            if name.startswith(sel) or (name.startswith(PREFIX) and name[len(PREFIX):].startswith(sel)):
+                matches.append(Path(path))
     if not matches:
         raise RunNotFound(f"Run {sel} was not found", hint="list ids with `ledger runs --all`")
     if len(matches) > 1:

@@ -55,9 +55,10 @@ def liveness(host: str | None, run_boot_id: str | None, launcher: dict[str, Any]
     current_boot = boot_id()
     if run_boot_id and current_boot and run_boot_id != current_boot:
         return "abandoned"
-    if not isinstance(launcher, dict) or not isinstance(launcher.get("pid"), int):
+    pid = launcher.get("pid") if isinstance(launcher, dict) else None
+    if type(pid) is not int or pid <= 0:
         return "unknown"
-    ticks = process_start_ticks(launcher["pid"])
+    ticks = process_start_ticks(pid)
     if ticks is None:
         return "abandoned"
     if launcher.get("start_ticks") is not None and ticks != launcher.get("start_ticks"):

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from ledger.errors import RecordError
 from ledger.records import jsonio
-from ledger.records.fold import fold_file, new_state, reduce_usage, stream_totals
+from ledger.records.fold import fold_file, new_state, open_regular, reduce_usage, stream_totals
 from ledger.records.ids import PREFIX, is_run_id, shard_of
 from ledger.records.liveness import liveness
 from ledger.records.model import OUTCOMES, SCHEMA_VERSION, Manifest, RunSnapshot, ScanProblem, Subject
@@ -35,14 +35,16 @@ def iter_run_dirs(home: Path) -> Iterator[tuple[str, str]]:
     """
     runs = os.path.join(os.fspath(home), "runs")
     try:
-        shards = sorted((e.name, e.path) for e in os.scandir(runs)
-                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
-    except FileNotFoundError:
+        with os.scandir(runs) as it:
+            shards = sorted((e.name, e.path) for e in it
+                            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except OSError:  # no runs/ (or not a directory): no runs
         return
     for _, shard_path in shards:
         try:
-            entries = sorted((e.name, e.path) for e in os.scandir(shard_path)
-                             if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+            with os.scandir(shard_path) as it:
+                entries = sorted((e.name, e.path) for e in it
+                                 if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
         except OSError:
             continue
         for name, path in entries:
@@ -50,7 +52,7 @@ def iter_run_dirs(home: Path) -> Iterator[tuple[str, str]]:
 
 
 def _read_json(path: str) -> Any:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return jsonio.loads(f.read())
 
 
@@ -66,7 +68,7 @@ def read_manifest(run_path: str | Path) -> Manifest:
     if not isinstance(raw, dict):
         raise RecordError(mpath, "manifest.json is not a JSON object")
     version = raw.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise RecordError(mpath, f"unsupported Run manifest schema {version}; expected {SCHEMA_VERSION}",
                           hint="upgrade ledger to read this record (`pip install -U ledger`)")
     run_id = raw.get("run_id")
@@ -114,13 +116,23 @@ def context_valid(run_path: str, manifest: Manifest) -> bool:
     ref = manifest.context
     if ref is None:
         return True
-    path = os.path.join(run_path, str(ref.get("path") or CONTEXT))
+    # The ref names context.json and nothing else (as in Loopflow): a ref pointing elsewhere
+    # (another path, `..`, /dev/zero) is invalid, never followed.
+    size = ref.get("bytes")
+    if ref.get("path") != CONTEXT or type(size) is not int or not isinstance(ref.get("content_sha256"), str):
+        return False
+    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        with open_regular(os.path.join(run_path, CONTEXT)) as f:
+            if os.fstat(f.fileno()).st_size != size:
+                return False
+            read = 0
+            while chunk := f.read(1 << 20):
+                read += len(chunk)
+                digest.update(chunk)
     except OSError:
         return False
-    return len(data) == ref.get("bytes") and hashlib.sha256(data).hexdigest() == ref.get("content_sha256")
+    return read == size and digest.hexdigest() == ref["content_sha256"]
 
 
 @dataclass
@@ -134,7 +146,7 @@ class Terminal:
 def read_terminal(run_path: str) -> Terminal:
     path = os.path.join(run_path, TERMINAL)
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             data = f.read()
     except FileNotFoundError:
         return Terminal(present=False, valid=True)
@@ -147,8 +159,9 @@ def read_terminal(run_path: str) -> Terminal:
         outcome = raw.get("outcome")
         if outcome not in OUTCOMES:
             return Terminal(True, False)
-        ended = raw.get("ended_at")
-        ended_utc = format_utc(parse_rfc3339(ended)) if isinstance(ended, str) else None
+        # ended_at is required (Loopflow cannot parse a receipt without it): missing or not
+        # RFC 3339 makes the receipt unparseable, raising ValueError below.
+        ended_utc = format_utc(parse_rfc3339(raw.get("ended_at")))
         return Terminal(True, True, outcome, ended_utc)
     except (jsonio.JSONDecodeError, ValueError):
         return Terminal(True, False)
@@ -171,6 +184,8 @@ def fold_events(run_path: str, state: dict[str, Any] | None = None, offset: int 
         new_offset, torn = fold_file(path, state, offset)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return state, offset, False  # no events (yet): nothing observed, not a gap
+    except OSError as exc:
+        raise RecordError(path, f"events.jsonl cannot be read ({exc.strerror or exc})") from None
     return state, new_offset, torn
 
 
@@ -215,6 +230,14 @@ def scan(home: Path) -> Iterator[RunSnapshot | ScanProblem]:
         if not name.startswith(PREFIX):
             continue
         try:
-            yield read_run(path)
+            snapshot = read_run(path)
         except RecordError as exc:
             yield ScanProblem(exc.path, exc.reason)
+            continue
+        except OSError as exc:
+            yield ScanProblem(exc.filename or path, f"record cannot be read ({exc.strerror or exc})")
+            continue
+        except Exception as exc:  # noqa: BLE001 - one broken record never hides the others
+            yield ScanProblem(path, f"record cannot be read ({type(exc).__name__}: {exc})")
+            continue
+        yield snapshot

@@ -7,7 +7,8 @@ import re
 from datetime import datetime, timezone
 
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})\Z",
+    re.ASCII,  # \d must not match non-ASCII digits
 )
 
 
@@ -23,8 +24,11 @@ def parse_rfc3339(text: str) -> datetime:
     y, mo, d, h, mi, s, frac, off = m.groups()
     micro = int((frac or "0")[:6].ljust(6, "0"))
     tz = "+00:00" if off in ("Z", "z") else off
-    dt = datetime.fromisoformat(f"{y}-{mo}-{d}T{h}:{mi}:{s}.{micro:06d}{tz}")
-    return dt.astimezone(timezone.utc)
+    try:
+        dt = datetime.fromisoformat(f"{y}-{mo}-{d}T{h}:{mi}:{s}.{micro:06d}{tz}")
+        return dt.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:00:00-05:00 is past year 9999 in UTC
+        raise ValueError(f"timestamp out of range: {text!r}") from None
 
 
 def format_utc(dt: datetime | None) -> str | None:
@@ -32,7 +36,10 @@ def format_utc(dt: datetime | None) -> str | None:
         return None
     if dt.tzinfo is None:  # naive values come back from SQLite: they are UTC by construction
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    u = dt.astimezone(timezone.utc)
+    # explicit zero padding: strftime's %Y does not pad years below 1000 on glibc
+    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
+            f".{u.microsecond:06d}Z")
 
 
 def now_rfc3339() -> str:

@@ -12,13 +12,14 @@ import logging
 import os
 import queue
 import threading
+import uuid
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ledger.errors import LedgerError, SettlementConflict
 from ledger.records import jsonio
-from ledger.records.ids import mint_run_id, parse_run_id, run_dir
+from ledger.records.ids import is_run_id, mint_run_id, parse_run_id, run_dir
 from ledger.records.liveness import boot_id, hostname, launcher_identity
 from ledger.records.model import ALL_INT_COUNTERS, OUTCOMES, SCHEMA_VERSION, Manifest, Subject
 from ledger.records.reader import CONTEXT, EVENTS, MANIFEST, PROVIDER_SESSION, TERMINAL, read_terminal
@@ -44,6 +45,7 @@ def write_exclusive(path: str | Path, data: bytes) -> None:
     """Create `path` (O_EXCL, O_NOFOLLOW, 0600), write, fsync."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
+        os.fchmod(fd, FILE_MODE)  # exactly 0600 whatever the umask
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -79,7 +81,7 @@ def inherited_parent(env: Mapping[str, str]) -> tuple[str | None, list[Subject]]
     """The parent run from LF_RUN_ID/LF_RUN_DIR (or LEDGER_*), only if its manifest agrees."""
     for id_var, dir_var in (("LF_RUN_ID", "LF_RUN_DIR"), ("LEDGER_RUN_ID", "LEDGER_RUN_DIR")):
         rid, rdir = env.get(id_var), env.get(dir_var)
-        if not rid or not rdir:
+        if not rid or not rdir or not is_run_id(rid):
             continue
         try:
             with open(os.path.join(rdir, MANIFEST), "rb") as f:
@@ -121,6 +123,7 @@ def publish_run(home: str | Path, *, harness: str, surface: str = "headless", cw
     staging = final.parent / f".{run_id}.staging"
     os.mkdir(staging, DIR_MODE)
     try:
+        os.chmod(staging, DIR_MODE)  # exactly 0700 whatever the umask
         if context is not None:
             data = jsonio.dumps_pretty({"schema_version": SCHEMA_VERSION, "context": dict(context)})
             write_exclusive(staging / CONTEXT, data)
@@ -166,14 +169,18 @@ def settle(run_path: str | Path, outcome: str, *, ended_at: str | None = None,
 def write_provider_session(run_path: str | Path, session_id: str, account_id: str | None = None) -> None:
     """Replace provider-session.json atomically (staging file + rename)."""
     run_path = Path(run_path)
-    tmp = run_path / f".{PROVIDER_SESSION}.{os.getpid()}.tmp"
+    # a unique staging name: two threads (or processes) replacing at once never share it
+    tmp = run_path / f".provider-session-{uuid.uuid4().hex}.staging"
     body = {"schema_version": SCHEMA_VERSION, "provider_session_id": session_id, "account_id": account_id}
-    try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
     write_exclusive(tmp, jsonio.dumps_pretty(body))
-    os.replace(tmp, run_path / PROVIDER_SESSION)
+    try:
+        os.replace(tmp, run_path / PROVIDER_SESSION)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
     _fsync_dir(run_path)
 
 
@@ -199,15 +206,18 @@ class EventWriter:
         self._thread.start()
 
     def emit(self, type: str, **fields: Any) -> int:
+        # seq is taken and the envelope queued under one lock: two threads emitting at once
+        # must not enqueue seq 5 before seq 4 (a non-increasing seq is an evidence gap), and
+        # an emit racing close() must not land behind the stop marker unaccounted.
         with self._lock:
             seq = self._seq
             self._seq += 1
-        env = {"schema_version": SCHEMA_VERSION, "seq": seq, "observed_at": now_rfc3339(), "type": type}
-        env.update(fields)
-        if self._closed:
-            self.dropped += 1
-        else:
-            self._q.put(env)
+            env = {"schema_version": SCHEMA_VERSION, "seq": seq, "observed_at": now_rfc3339(), "type": type}
+            env.update(fields)
+            if self._closed:
+                self.dropped += 1
+            else:
+                self._q.put(env)
         return seq
 
     def _fail(self, exc: BaseException) -> None:
@@ -250,8 +260,16 @@ class EventWriter:
                     while data:
                         data = data[os.write(fd, data):]
                 except OSError as exc:
+                    # Stop writing: a short write may have left a partial line, which a
+                    # reader counts as one torn-line gap. Appending more would glue the next
+                    # line onto it and make the whole record unreadable.
                     self._fail(exc)
                     self.dropped += len(lines)
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                    fd = None
         if fd is not None:
             try:
                 os.fsync(fd)
@@ -261,11 +279,25 @@ class EventWriter:
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Flush everything queued, fsync, stop the thread."""
-        if self._closed:
-            return
-        self._closed = True
-        self._q.put(_STOP)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._q.put(_STOP)
         self._thread.join(timeout)
+
+
+def _as_counter(v: Any) -> int | None:
+    """An integral counter, or None (omitted) for unknown/unusable values: never raises."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        n = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if isinstance(v, float) and n != v:
+        return None
+    return n
 
 
 class UsageStream:
@@ -285,11 +317,17 @@ class UsageStream:
         Returns False (and writes nothing) when no counter is known."""
         usage: dict[str, Any] = {}
         for name in ALL_INT_COUNTERS:
-            v = counters.get(name)
+            v = _as_counter(counters.get(name))
             if v is not None:
-                usage[name] = int(v)
-        if counters.get("cost_usd") is not None:
-            usage["cost_usd"] = float(counters["cost_usd"])
+                usage[name] = v
+        cost = counters.get("cost_usd")
+        if cost is not None and not isinstance(cost, bool):
+            try:
+                # A non-finite cost is written as null, as Loopflow (serde_json) does: the
+                # reader counts it as a gap instead of the run silently having no cost.
+                usage["cost_usd"] = float(cost)
+            except (TypeError, ValueError):
+                pass
         if not usage:
             return False
         if self.model:
@@ -329,6 +367,7 @@ class RunCapture:
         self.events = EventWriter(self.path)
         self.settled: str | None = None
         self._attempt = 0
+        self._streams: dict[tuple[str, str, str | None], UsageStream] = {}
         self._finalizer = weakref.finalize(self, _settle_dropped, os.fspath(self.path), self.events)
 
     def emit(self, type: str, **fields: Any) -> int:
@@ -342,8 +381,14 @@ class RunCapture:
         return key
 
     def usage_stream(self, *, provider: str, model: str | None, attempt_key: str, turn_key: str) -> UsageStream:
-        return UsageStream(self.events, provider=provider, model=model, attempt_key=attempt_key,
-                           turn_key=turn_key)
+        """The stream of (attempt, turn, model); asking twice returns the same stream, so its
+        observation_seq keeps increasing instead of restarting at 1 (a gap)."""
+        key = (attempt_key, turn_key, model)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = UsageStream(self.events, provider=provider, model=model,
+                                                      attempt_key=attempt_key, turn_key=turn_key)
+        return stream
 
     def provider_session(self, attempt_key: str, session_id: str, account_id: str | None = None) -> None:
         self.emit("provider_session_observed", attempt_key=attempt_key, provider_session_id=session_id)

@@ -1,0 +1,385 @@
+"""Where the index lives, how it is opened, checked, migrated, locked and swapped.
+
+Default: SQLite at `$LEDGER_HOME/index.sqlite` in WAL mode; any SQLAlchemy URL via `--db` /
+`LEDGER_DB` (PostgreSQL: `postgresql+psycopg://...`).
+
+SQLite files and locks (all next to the database):
+
+- `index.sqlite.lock` (the *file lock*): every ledger process that has the database open
+  holds it shared; replacing the file (rebuild, set-aside of a corrupt file) holds it
+  exclusive, so nobody ever has the old file open while it is moved (WAL side files are
+  per path: a swap under an open connection would mix two databases).
+- `index.sqlite.writer.lock` (the *writer lock*): one index pass (or rebuild) at a time;
+  taken before the file lock. Two `ledger index` processes queue here instead of failing
+  with "database is locked"; SQLite's busy_timeout covers the rest (e.g. a reader's
+  checkpoint), and writers use `BEGIN IMMEDIATE`.
+
+Opening checks the file cheaply (no full scan): header magic, page size, the in-header
+page count against the file size (a truncated file), `PRAGMA application_id`, the
+`ledger_meta` application row and the Alembic revision. A missing, empty, truncated,
+garbage, foreign or unknown-revision file is moved aside as `index.sqlite.corrupt-<UTC>`
+(with its -wal) and rebuilt from the records into `index.sqlite.rebuild-<pid>`, then
+swapped in with `os.replace` under the exclusive file lock: readers see the old or the new
+index, never a half-built one. A known older revision is upgraded in place.
+
+This module imports SQLAlchemy lazily (only `engine()` and the migration helpers need it)
+so the cheap checks cost nothing at import time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from urllib.parse import quote
+
+from ledger.errors import LedgerError
+
+APPLICATION = "ledger-index"
+APPLICATION_ID = 0x4C444752  # "LDGR" in the SQLite header (PRAGMA application_id)
+HEAD = "0001"  # newest migration revision; tests check it equals Alembic's head
+KNOWN_REVISIONS = ("0001",)
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 60_000
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+Notify = Callable[[str], None]
+
+
+class IndexError_(LedgerError):
+    """The index cannot be used (and will not be repaired automatically)."""
+
+
+def default_url(home: str | os.PathLike[str]) -> str:
+    return f"sqlite:///{os.path.join(os.path.abspath(os.fspath(home)), 'index.sqlite')}"
+
+
+def resolve_url(home: str | os.PathLike[str], db: str | None = None,
+                env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """`--db`, else `$LEDGER_DB`, else SQLite in the (first) home."""
+    env = os.environ if env is None else env
+    return db or env.get("LEDGER_DB") or default_url(home)
+
+
+def is_sqlite(url: str) -> bool:
+    return url.split(":", 1)[0].split("+", 1)[0] == "sqlite"
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of a `sqlite:///...` URL (in-memory databases are refused: nothing to keep)."""
+    rest = url.split(":", 1)[1]
+    if not rest.startswith("///"):
+        raise IndexError_(f"unsupported SQLite URL {url!r}: expected sqlite:///PATH",
+                          hint="pass --db sqlite:////absolute/path/index.sqlite")
+    path = rest[3:].split("?", 1)[0]
+    if not path or path == ":memory:":
+        raise IndexError_("an in-memory SQLite index cannot be kept", hint="pass --db sqlite:///PATH")
+    return Path(os.path.abspath(path))
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for messages and --json summaries)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    creds, host = rest.split("@", 1)
+    if ":" in creds:
+        creds = creds.split(":", 1)[0] + ":***"
+    return f"{scheme}://{creds}@{host}"
+
+
+# --------------------------------------------------------------------------------------
+# locks
+
+
+@contextmanager
+def flock(path: Path, exclusive: bool) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def file_lock(db: Path) -> Path:
+    return db.with_name(db.name + ".lock")
+
+
+def writer_lock(db: Path) -> Path:
+    return db.with_name(db.name + ".writer.lock")
+
+
+# --------------------------------------------------------------------------------------
+# cheap checks of an SQLite file
+
+
+@dataclass
+class FileStatus:
+    kind: str  # ok | missing | upgrade | corrupt
+    detail: str = ""
+    revision: str | None = None
+
+
+def _ro_uri(path: Path) -> str:
+    return f"file:{quote(os.fspath(path))}?mode=ro"
+
+
+def inspect_sqlite(path: Path) -> FileStatus:
+    """Classify the index file without a full scan (a few hundred bytes + two tiny queries)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return FileStatus("missing", "missing")
+    except OSError as exc:
+        return FileStatus("corrupt", f"unreadable ({exc.strerror})")
+    import stat as stat_mod
+
+    if not stat_mod.S_ISREG(st.st_mode):
+        return FileStatus("corrupt", "not a regular file")
+    size = st.st_size
+    if size == 0:
+        return FileStatus("corrupt", "empty (0 bytes)")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError as exc:
+        return FileStatus("corrupt", f"unreadable ({exc.strerror})")
+    if not head.startswith(SQLITE_MAGIC):
+        return FileStatus("corrupt", "not an SQLite database (bad file header)")
+    if len(head) < 100:
+        return FileStatus("corrupt", f"truncated ({size} bytes)")
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        return FileStatus("corrupt", "damaged (bad page size in the header)")
+    app_id = int.from_bytes(head[68:72], "big")
+    if app_id != APPLICATION_ID:
+        return FileStatus("corrupt", f"another application's SQLite database (application_id {app_id:#x})")
+    npages = int.from_bytes(head[28:32], "big")
+    if head[24:28] == head[92:96] and npages and size < npages * page_size:
+        return FileStatus("corrupt", f"truncated ({size} of {npages * page_size} bytes)")
+    if size % page_size:
+        return FileStatus("corrupt", f"truncated ({size} bytes is not a whole number of pages)")
+    try:
+        con = sqlite3.connect(_ro_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            app = con.execute("SELECT value FROM ledger_meta WHERE key = 'application'").fetchone()
+            revs = [r[0] for r in con.execute("SELECT version_num FROM alembic_version")]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return FileStatus("corrupt", f"unreadable ({exc})")
+    if app is None or app[0] != APPLICATION:
+        return FileStatus("corrupt", "not a ledger index (no ledger_meta application row)")
+    if len(revs) != 1:
+        return FileStatus("corrupt", f"at no single schema revision ({revs})")
+    rev = revs[0]
+    if rev == HEAD:
+        return FileStatus("ok", revision=rev)
+    if rev in KNOWN_REVISIONS:
+        return FileStatus("upgrade", f"at older schema revision {rev}", revision=rev)
+    return FileStatus("corrupt", f"at unknown schema revision {rev!r} (this ledger knows up to {HEAD})",
+                      revision=rev)
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for SQLite errors that mean the file itself is damaged."""
+    msg = str(getattr(exc, "orig", None) or exc).lower()
+    return any(s in msg for s in ("malformed", "not a database", "file is encrypted", "disk i/o error",
+                                  "database corrupt", "no such table"))
+
+
+def utc_stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def _unlink(p: Path) -> None:
+    try:
+        os.unlink(p)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def remove_sqlite_files(path: Path) -> None:
+    for suffix in ("",) + SIDE_SUFFIXES:
+        _unlink(Path(os.fspath(path) + suffix))
+
+
+def set_aside(path: Path) -> Path:
+    """Move a damaged index (and its WAL) to `<name>.corrupt-<UTC time>`; drop its -shm.
+
+    Caller holds the exclusive file lock (nobody has the file open).
+    """
+    aside = path.with_name(f"{path.name}.corrupt-{utc_stamp()}")
+    os.replace(path, aside)
+    wal = Path(os.fspath(path) + "-wal")
+    if wal.exists():
+        os.replace(wal, Path(os.fspath(aside) + "-wal"))
+    _unlink(Path(os.fspath(path) + "-shm"))
+    _unlink(Path(os.fspath(path) + "-journal"))
+    return aside
+
+
+def swap_in(tmp: Path, path: Path) -> None:
+    """Atomically replace `path` by the finished `tmp` (caller holds the exclusive file lock).
+
+    The old file's -wal/-shm are removed first: a stale WAL next to the new file would be
+    replayed into it.
+    """
+    for suffix in SIDE_SUFFIXES:
+        _unlink(Path(os.fspath(path) + suffix))
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+# --------------------------------------------------------------------------------------
+# engines
+
+
+def engine(url: str, mode: str = "write") -> Any:
+    """An SQLAlchemy engine. `mode`: write (BEGIN IMMEDIATE, WAL), read, or build (a temp file).
+
+    SQLite connections get busy_timeout, WAL + synchronous=NORMAL; transactions are begun
+    by us (`BEGIN IMMEDIATE` for writers) instead of by the sqlite3 module.
+    """
+    import sqlalchemy as sa
+    from sqlalchemy import event
+
+    if not is_sqlite(url):
+        eng = sa.create_engine(url, pool_pre_ping=False)
+        return eng
+    path = sqlite_path(url)
+    if mode == "read":
+        eng = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(
+            _ro_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False))
+    else:
+        eng = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(eng, "connect")
+    def _on_connect(dbapi_conn: Any, _rec: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see _on_begin)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if mode == "build":
+            cur.execute("PRAGMA journal_mode = MEMORY")
+            cur.execute("PRAGMA synchronous = OFF")
+        elif mode == "write":
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = NORMAL")
+        cur.close()
+
+    @event.listens_for(eng, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN" if mode == "read" else "BEGIN IMMEDIATE")
+
+    return eng
+
+
+def alembic_config(url: str | None = None, connection: Any = None) -> Any:
+    """An Alembic Config built in code (no alembic.ini), pointing at the packaged migrations."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", os.fspath(MIGRATIONS_DIR))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def upgrade(conn: Any, target: str = "head") -> None:
+    """Apply migrations up to `target` on `conn`, inside the caller's transaction."""
+    from alembic import command
+
+    command.upgrade(alembic_config(connection=conn), target)
+
+
+def script_revisions() -> tuple[list[str], list[str]]:
+    """(heads, all revisions) of the migration scripts (imports Alembic)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return list(script.get_heads()), [s.revision for s in script.walk_revisions()]
+
+
+def current_revision(conn: Any) -> str | None:
+    import sqlalchemy as sa
+
+    insp = sa.inspect(conn)
+    if not insp.has_table("alembic_version"):
+        return None
+    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").fetchall()
+    return rows[0][0] if len(rows) == 1 else None
+
+
+# --------------------------------------------------------------------------------------
+# PostgreSQL (and other server databases)
+
+PG_LOCK_KEY = 0x4C444752  # advisory lock key serialising index passes on one database
+
+
+@dataclass
+class ServerStatus:
+    kind: str  # ok | fresh | upgrade | foreign | newer
+    detail: str = ""
+    revision: str | None = None
+
+
+def inspect_server(conn: Any) -> ServerStatus:
+    import sqlalchemy as sa
+
+    insp = sa.inspect(conn)
+    tables = set(insp.get_table_names())
+    rev = current_revision(conn) if "alembic_version" in tables else None
+    if "ledger_meta" in tables:
+        app = conn.exec_driver_sql("SELECT value FROM ledger_meta WHERE key = 'application'").fetchone()
+        if app is None or app[0] != APPLICATION:
+            return ServerStatus("foreign", "its ledger_meta table is not a ledger index's")
+    elif rev is not None or tables & {"runs", "homes", "index_cursors"}:
+        return ServerStatus("foreign", "it holds another application's tables")
+    else:
+        return ServerStatus("fresh")
+    if rev == HEAD:
+        return ServerStatus("ok", revision=rev)
+    if rev in KNOWN_REVISIONS:
+        return ServerStatus("upgrade", revision=rev)
+    return ServerStatus("newer", f"its schema revision {rev!r} is unknown to this ledger (knows up to {HEAD})",
+                        revision=rev)
+
+
+def drop_index_objects(conn: Any) -> None:
+    """Drop ledger's views and tables (a rebuild on a server database, in one transaction)."""
+    from ledger.index.models import ALL_TABLES, VIEWS
+
+    for view in VIEWS:
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view} CASCADE")
+    for table in ALL_TABLES:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
+    conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def monotonic() -> float:
+    return time.perf_counter()

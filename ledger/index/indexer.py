@@ -1,0 +1,466 @@
+"""Incremental indexing: project run records into the index, proportional to what changed.
+
+Per record the indexer keeps a cursor (`index_cursors`) committed in the **same
+transaction** as the rows it produced:
+
+- `dir_sig` (mtime/inode of the run directory: a new terminal.json, provider-session.json
+  replaced, events.jsonl created) and `events_sig` (size/mtime/inode of events.jsonl).
+  A pass stats these two per run and nothing else: when both are unchanged the record is
+  not opened (`unchanged`). A signature younger than RACY_NS at the start of the pass is
+  marked racy (a change in the same clock tick would not move the mtime) and re-checked
+  on the next pass.
+- `events_offset` (just past the last complete line) and `fold_state` (the reducer's JSON
+  state): an appended events.jsonl is folded from the offset, never re-read.
+- `prefix_sha256` of the first `prefix_len` (<= 4 KiB) bytes, and the inode: a file that
+  shrank below the offset, changed inode or whose prefix changed was **rewritten**. It is
+  re-read whole and the run gets one more evidence gap per detected rewrite
+  (`record_rewrites`, included in `evidence_gaps`). This is the one fact the index knows
+  that the files no longer show: a rebuild from the records cannot see it.
+- Unsettled runs whose files did not change only get their liveness re-checked
+  (running -> abandoned when the launcher is gone).
+
+A damaged record (bad manifest, malformed complete line...) is listed with its path and
+reason, its cursor remembers the problem (so it is not re-read until it changes) and it
+has no rows; the scan goes on. Directories that disappeared are removed from the index.
+
+Rows are written with Core executemany in batches of BATCH records per transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Iterable
+
+import orjson
+import sqlalchemy as sa
+
+from ledger.errors import RecordError
+from ledger.index import db as dbmod
+from ledger.index.models import (
+    COUNTER_COLUMNS, Attempt, Home, IndexCursor, Run, RunSubject, ToolUse, UsageStream,
+)
+from ledger.records import reader
+from ledger.records.fold import OVERFLOW, stream_totals
+from ledger.records.ids import PREFIX
+from ledger.records.liveness import liveness
+from ledger.records.model import I64_MAX, MAX_ACROSS_STREAMS, RunSnapshot, ScanProblem
+from ledger.records.timefmt import parse_rfc3339
+
+BATCH = 500
+PREFIX_BYTES = 4096
+RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every ~10 ms
+REWRITE_GAP_NOTE = "record rewritten"
+
+runs_t = Run.__table__
+subjects_t = RunSubject.__table__
+attempts_t = Attempt.__table__
+streams_t = UsageStream.__table__
+tools_t = ToolUse.__table__
+cursors_t = IndexCursor.__table__
+homes_t = Home.__table__
+CHILD_TABLES = (subjects_t, attempts_t, streams_t, tools_t)
+
+
+@dataclass
+class IndexSummary:
+    """What one `ledger index` did (printed as one line, or as JSON with --json)."""
+
+    db: str = ""
+    homes: list[str] = field(default_factory=list)
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    rewritten: int = 0
+    records_read: int = 0
+    skipped: list[ScanProblem] = field(default_factory=list)
+    rebuilt: bool = False
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "db": self.db, "homes": self.homes, "new": self.new, "updated": self.updated,
+            "unchanged": self.unchanged, "removed": self.removed, "rewritten": self.rewritten,
+            "records_read": self.records_read,
+            "skipped": [p.to_dict() for p in self.skipped], "rebuilt": self.rebuilt,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def line(self) -> str:
+        skipped = f"{len(self.skipped)} skipped (damaged)" if self.skipped else "0 skipped"
+        extra = f", {self.removed} removed" if self.removed else ""
+        extra += f", {self.rewritten} rewritten" if self.rewritten else ""
+        return (f"indexed: {self.new} new, {self.updated} updated, {self.unchanged} unchanged, "
+                f"{skipped}{extra} in {self.seconds:.2f}s"
+                + (" (rebuilt)" if self.rebuilt else ""))
+
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+def _sig(st: os.stat_result) -> str:
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+
+def _dir_sig(st: os.stat_result) -> str:
+    return f"{st.st_mtime_ns}:{st.st_ino}"
+
+
+def _i64(v: int) -> int:
+    return v - (1 << 64) if v > I64_MAX else v
+
+
+def _text(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    return orjson.dumps(v).decode()
+
+
+def _int_or(v: Any, default: int) -> int:
+    if isinstance(v, int) and not isinstance(v, bool) and -I64_MAX - 1 <= v <= I64_MAX:
+        return v
+    return default
+
+
+def _ticks(v: Any) -> int | None:
+    """Launcher start ticks as stored: None stays None; anything liveness() could not match -> -1."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return -1
+    if isinstance(v, int):
+        return v if 0 <= v <= I64_MAX else -1
+    if isinstance(v, float) and v.is_integer() and 0 <= v <= I64_MAX:
+        return int(v)
+    return -1
+
+
+def _launcher_cols(launcher: Any) -> tuple[int | None, int | None]:
+    if not isinstance(launcher, dict) or not isinstance(launcher.get("pid"), int):
+        return None, None
+    pid = launcher["pid"]
+    pid = -1 if isinstance(pid, bool) or not (0 <= pid <= I64_MAX) else pid
+    return pid, _ticks(launcher.get("start_ticks"))
+
+
+def launcher_dict(pid: int | None, ticks: int | None) -> dict[str, Any] | None:
+    return None if pid is None else {"pid": pid, "start_ticks": ticks}
+
+
+def _file_sig(path: str) -> str:
+    try:
+        return _sig(os.stat(path))
+    except OSError:
+        return "-"
+
+
+def _prefix(path: str, n: int) -> str | None:
+    if n <= 0:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read(n)).hexdigest()
+    except OSError:
+        return "-"
+
+
+def _extra_counter_total(state: dict[str, Any], name: str) -> int | None:
+    """Run total of a counter reduce_usage() does not carry (cache write 5m/1h split)."""
+    total: int | None = None
+    for st in state["streams"].values():
+        v = st["c"].get(name)
+        if v is None:
+            continue
+        if v == OVERFLOW:
+            return None
+        total = v if total is None else (max(total, v) if name in MAX_ACROSS_STREAMS else total + v)
+    return total if total is None or total <= I64_MAX else None
+
+
+@dataclass
+class _Work:
+    path: str
+    name: str
+    dsig: str
+    esig: str | None
+    est: os.stat_result | None
+    cur: tuple | None  # the light cursor row (see _load_cursors)
+    racy: bool
+
+
+class Indexer:
+    """Index homes into an open engine. `progress(done, total)` is called while working."""
+
+    def __init__(self, engine: Any, *, progress: Progress | None = None, single_transaction: bool = False,
+                 racy_ns: int | None = None) -> None:
+        self.engine = engine
+        self.progress = progress
+        self.single = single_transaction
+        self.racy_ns = RACY_NS if racy_ns is None else racy_ns
+        self.summary = IndexSummary()
+
+    # -- public -------------------------------------------------------------------------
+
+    def index(self, conn: Any, homes: Iterable[str | os.PathLike[str]]) -> IndexSummary:
+        """One pass over `homes` on connection `conn` (transactions are begun per batch,
+        or by the caller when single_transaction)."""
+        t0 = time.perf_counter()
+        for home in homes:
+            self._index_home(conn, os.path.abspath(os.fspath(home)))
+        self.summary.seconds = time.perf_counter() - t0
+        return self.summary
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _txn(self, conn: Any) -> Any:
+        if self.single:
+            from contextlib import nullcontext
+
+            return nullcontext()
+        return conn.begin()
+
+    def _home_id(self, conn: Any, home: str) -> int:
+        with self._txn(conn):
+            row = conn.execute(sa.select(homes_t.c.home_id).where(homes_t.c.path == home)).first()
+            if row is not None:
+                return row[0]
+            conn.execute(sa.insert(homes_t).values(path=home, added_at=dbmod.now_utc()))
+            return conn.execute(sa.select(homes_t.c.home_id).where(homes_t.c.path == home)).scalar_one()
+
+    def _index_home(self, conn: Any, home: str) -> None:
+        s = self.summary
+        s.homes.append(home)
+        home_id = self._home_id(conn, home)
+        c = cursors_t.c
+        with self._txn(conn):
+            cursors = {row[0]: row[1:] for row in conn.execute(
+                sa.select(c.run_id, c.status, c.settled, c.racy, c.dir_sig, c.events_sig, c.problem_path,
+                          c.problem).where(c.home_id == home_id))}
+            r = runs_t.c
+            unsettled = {row[0]: row[1:] for row in conn.execute(
+                sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state)
+                .where(r.home_id == home_id, r.settled == sa.false()))}
+        start_ns = time.time_ns()
+        racy_before = start_ns - self.racy_ns
+        work: list[_Work] = []
+        relive: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        join = os.path.join
+        stat = os.stat
+        for path, name in reader.iter_run_dirs(home):
+            if not name.startswith(PREFIX):
+                continue
+            try:
+                dst = stat(path)
+            except OSError:
+                continue
+            seen.add(name)
+            dsig = _dir_sig(dst)
+            try:
+                est = stat(join(path, reader.EVENTS))
+                esig = _sig(est)
+            except OSError:
+                est, esig = None, None
+            racy = dst.st_mtime_ns >= racy_before or (est is not None and est.st_mtime_ns >= racy_before)
+            cur = cursors.get(name)
+            if cur is not None and not cur[2] and cur[3] == dsig and cur[4] == esig:
+                if cur[0] == "damaged":
+                    s.skipped.append(ScanProblem(cur[5], cur[6]))
+                    s.unchanged += 1
+                    continue
+                if cur[1]:  # settled and unchanged
+                    s.unchanged += 1
+                    continue
+                u = unsettled.get(name)
+                if u is not None:
+                    live = liveness(u[0] or "", u[1], launcher_dict(u[2], u[3]))
+                    if live != u[4]:
+                        relive.append({"h": home_id, "r": name, "state": live})
+                if not racy:
+                    s.unchanged += 1
+                    continue
+            work.append(_Work(path, name, dsig, esig, est, cur, racy))
+        gone = [name for name in cursors if name not in seen]
+        if relive:
+            with self._txn(conn):
+                conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
+                                                     runs_t.c.run_id == sa.bindparam("r"))
+                             .values(state=sa.bindparam("state")), relive)
+        if gone:
+            for i in range(0, len(gone), BATCH):
+                chunk = gone[i:i + BATCH]
+                with self._txn(conn):
+                    self._delete(conn, home_id, chunk, with_cursors=True)
+            s.removed += len(gone)
+        total = len(work)
+        done = 0
+        for i in range(0, total, BATCH):
+            batch = work[i:i + BATCH]
+            self._process_batch(conn, home_id, batch)
+            done += len(batch)
+            if self.progress is not None:
+                self.progress(done, total)
+        with self._txn(conn):
+            conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
+                         .values(last_indexed_at=dbmod.now_utc()))
+
+    def _delete(self, conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
+        for t in CHILD_TABLES + (runs_t,) + ((cursors_t,) if with_cursors else ()):
+            conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(names)))
+
+    def _process_batch(self, conn: Any, home_id: int, batch: list[_Work]) -> None:
+        s = self.summary
+        known = [w.name for w in batch if w.cur is not None]
+        full: dict[str, Any] = {}
+        if known:
+            c = cursors_t.c
+            with self._txn(conn):
+                for row in conn.execute(sa.select(cursors_t).where(c.home_id == home_id, c.run_id.in_(known))):
+                    full[row.run_id] = row
+        now = dbmod.now_utc()
+        out: dict[str, list[dict[str, Any]]] = {"runs": [], "subjects": [], "attempts": [], "usage_streams": [],
+                                                 "tool_uses": [], "index_cursors": []}
+        for w in batch:
+            prev = full.get(w.name)
+            s.records_read += 1
+            try:
+                self._project(home_id, w, prev, now, out)
+            except RecordError as exc:
+                s.skipped.append(ScanProblem(exc.path, exc.reason))
+                out["index_cursors"].append(self._cursor_row(
+                    home_id, w, now, status="damaged", problem=(exc.path, exc.reason),
+                    rewrites=prev.record_rewrites if prev is not None else 0))
+                continue
+            if prev is None:
+                s.new += 1
+            elif w.racy and prev.dir_sig == w.dsig and prev.events_sig == w.esig and prev.status == "indexed":
+                s.unchanged += 1
+            else:
+                s.updated += 1
+        with self._txn(conn):
+            if known:
+                self._delete(conn, home_id, known, with_cursors=True)
+            for table in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t):
+                rows = out[table.name]
+                if rows:
+                    conn.execute(sa.insert(table), rows)
+
+    def _cursor_row(self, home_id: int, w: _Work, now: Any, *, status: str, problem: tuple[str, str] | None = None,
+                    settled: bool = False, files_sig: str | None = None, context_sig: str | None = None,
+                    context_ok: bool | None = None, offset: int = 0, torn: bool = False, prefix_len: int = 0,
+                    prefix_sha: str | None = None, rewrites: int = 0, state: bytes | None = None) -> dict[str, Any]:
+        return {
+            "home_id": home_id, "run_id": w.name, "status": status,
+            "problem_path": problem[0] if problem else None, "problem": problem[1] if problem else None,
+            "settled": settled, "racy": w.racy, "dir_sig": w.dsig, "events_sig": w.esig,
+            "files_sig": files_sig, "context_sig": context_sig, "context_ok": context_ok,
+            "events_ino": _i64(w.est.st_ino) if w.est is not None else None,
+            "events_offset": offset, "torn": torn, "prefix_len": prefix_len, "prefix_sha256": prefix_sha,
+            "record_rewrites": rewrites, "fold_state": state.decode() if state is not None else None,
+            "indexed_at": now,
+        }
+
+    def _project(self, home_id: int, w: _Work, prev: Any, now: Any, out: dict[str, list[dict[str, Any]]]) -> None:
+        """Read what changed in one record and append its rows + cursor to `out`."""
+        path = w.path
+        events_path = os.path.join(path, reader.EVENTS)
+        files_sig = "|".join(_file_sig(os.path.join(path, f)) for f in (reader.MANIFEST, reader.TERMINAL,
+                                                                        reader.PROVIDER_SESSION))
+        manifest = reader.read_manifest(path)
+        terminal = reader.read_terminal(path)  # before the events, like read_run()
+        rewrites = prev.record_rewrites if prev is not None else 0
+        state: dict[str, Any] | None = None
+        offset = 0
+        torn = False
+        fold = True
+        if prev is not None and prev.status == "indexed" and prev.fold_state is not None:
+            poff = prev.events_offset
+            if w.esig == prev.events_sig:
+                state, offset, torn, fold = orjson.loads(prev.fold_state), poff, prev.torn, False
+            elif (w.est is not None and _i64(w.est.st_ino) == prev.events_ino and w.est.st_size >= poff
+                  and _prefix(events_path, prev.prefix_len) == prev.prefix_sha256):
+                state, offset = orjson.loads(prev.fold_state), poff  # appended: fold from the offset
+            elif poff > 0:
+                rewrites += 1  # shrank, replaced or prefix changed: re-read whole, flag it
+                self.summary.rewritten += 1
+        if fold:
+            state, offset, torn = reader.fold_events(path, state, offset)
+        assert state is not None
+        # context binding: re-hash only when the context file changed
+        ctx_ref = manifest.context
+        if ctx_ref is None:
+            context_sig, context_ok = "none", True
+        else:
+            context_sig = str(ctx_ref.get("path") or reader.CONTEXT) + "=" + _file_sig(
+                os.path.join(path, str(ctx_ref.get("path") or reader.CONTEXT))) + f"/{ctx_ref.get('content_sha256')}:{ctx_ref.get('bytes')}"
+            if prev is not None and prev.context_sig == context_sig and prev.context_ok is not None:
+                context_ok = prev.context_ok
+            else:
+                context_ok = reader.context_valid(path, manifest)
+        provider_session = reader.read_provider_session(path)
+        snap = reader.build_snapshot(path, manifest, state, torn, context_ok, terminal, provider_session)
+        prefix_len = min(PREFIX_BYTES, offset)
+        if prev is not None and not fold and prev.prefix_len == prefix_len:
+            prefix_sha = prev.prefix_sha256
+        else:
+            prefix_sha = _prefix(events_path, prefix_len)
+        self._rows(home_id, snap, manifest, terminal, state, rewrites, now, out)
+        out["index_cursors"].append(self._cursor_row(
+            home_id, w, now, status="indexed", settled=terminal.present, files_sig=files_sig,
+            context_sig=context_sig, context_ok=context_ok, offset=offset, torn=torn, prefix_len=prefix_len,
+            prefix_sha=prefix_sha, rewrites=rewrites, state=orjson.dumps(state)))
+
+    def _rows(self, home_id: int, snap: RunSnapshot, manifest: Any, terminal: Any, state: dict[str, Any],
+              rewrites: int, now: Any, out: dict[str, list[dict[str, Any]]]) -> None:
+        u = snap.usage
+        created = parse_rfc3339(manifest.created_at)
+        ended = parse_rfc3339(terminal.ended_at) if terminal.valid and terminal.ended_at else None
+        pid, ticks = _launcher_cols(manifest.launcher)
+        rid = snap.id
+        row = {
+            "home_id": home_id, "run_id": rid, "parent_run_id": snap.parent_run_id, "created_at": created,
+            "ended_at": ended,
+            "duration_ms": (ended - created) // timedelta(milliseconds=1) if ended is not None else None,
+            "harness": snap.harness, "model": snap.model, "surface": snap.surface, "repo": snap.repo,
+            "worktree": snap.worktree, "skill": snap.skill, "cwd": snap.cwd, "host": snap.host,
+            "boot_id": manifest.boot_id, "launcher_pid": pid, "launcher_start_ticks": ticks,
+            "outcome": snap.outcome, "settled": terminal.present, "state": snap.state,
+            "evidence_gaps": snap.evidence_gaps + rewrites, "usage_gaps": u.gaps, "record_rewrites": rewrites,
+            "streams": u.streams, "final_streams": u.final_streams,
+            "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+            "total_input_tokens": u.total_input_tokens, "peak_input_tokens": u.peak_input_tokens,
+            "context_window_tokens": u.context_window_tokens, "reasoning_tokens": u.reasoning_tokens,
+            "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens,
+            "cache_write_5m_tokens": _extra_counter_total(state, "cache_write_5m_tokens"),
+            "cache_write_1h_tokens": _extra_counter_total(state, "cache_write_1h_tokens"),
+            "cost_usd": u.cost_usd, "provider_session_id": snap.provider_session_id,
+            "final_answer": snap.final_answer, "final_answer_exact": state.get("answer_exact"),
+            "api_retries": _int_or(snap.api_retries, 0), "skill_invoked": snap.skill_invoked
+            if isinstance(snap.skill_invoked, bool) else None,
+            "path": snap.path, "indexed_at": now,
+        }
+        out["runs"].append(row)
+        for pos, subj in enumerate(manifest.subjects):
+            out["subjects"].append({"home_id": home_id, "run_id": rid, "position": pos, "selector": subj.selector,
+                                    "source": _text(subj.source) or "declared"})
+        for att in state["attempts"].values():
+            out["attempts"].append({
+                "home_id": home_id, "run_id": rid, "attempt_key": att["attempt_key"],
+                "provider": _text(att.get("provider")), "model": _text(att.get("model")),
+                "started_at": _text(att.get("started_at")), "finished_at": _text(att.get("finished_at")),
+                "outcome": _text(att.get("outcome")),
+            })
+        for st in stream_totals(state):
+            srow = {"home_id": home_id, "run_id": rid, "stream_id": st.stream_id, "provider": _text(st.provider),
+                    "model": _text(st.model), "attempt_key": _text(st.attempt_key), "turn_key": _text(st.turn_key),
+                    "observations": st.observations, "final_receipt": bool(st.final_receipt),
+                    "cost_usd": st.cost_usd}
+            for name in COUNTER_COLUMNS:
+                srow[name] = st.counters.get(name)
+            out["usage_streams"].append(srow)
+        for tool, n in state["tools"].items():
+            out["tool_uses"].append({"home_id": home_id, "run_id": rid, "tool_name": tool, "uses": n})

@@ -1,0 +1,1 @@
+"""Alembic migrations of the index (run from code by ledger.index.db; see migrations/README.md)."""

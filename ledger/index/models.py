@@ -1,0 +1,233 @@
+"""The index schema as SQLAlchemy 2.x declarative models (the projection of run records).
+
+The migrations in `ledger/index/migrations/versions/` create exactly this schema;
+`tests/test_migrations.py` proves the two agree (no autogenerate diff on SQLite and
+PostgreSQL). Change a model only together with a new migration.
+
+Conventions: timestamps are UTC (`created_at`, `ended_at`); token counters are BIGINT and
+NULL when nobody reported them (unknown is not zero); a run is identified by
+(`home_id`, `run_id`) so several homes can share one database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger, Boolean, DateTime, Double, ForeignKey, ForeignKeyConstraint, Index, Integer,
+    MetaData, Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# The reduced per-run / per-stream counters, in the order the views list them.
+COUNTER_COLUMNS = (
+    "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
+    "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
+    "cache_write_5m_tokens", "cache_write_1h_tokens",
+)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Meta(Base):
+    """Key/value facts about this index. `application` = `ledger-index` marks the file as ours."""
+
+    __tablename__ = "ledger_meta"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str | None] = mapped_column(Text)
+
+
+class Home(Base):
+    """A ledger home (a directory of run records) indexed into this database."""
+
+    __tablename__ = "homes"
+
+    home_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    path: Mapped[str] = mapped_column(Text, unique=True)
+    added_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_indexed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Run(Base):
+    """One readable run record: manifest fields, settlement, reduced usage, evidence gaps."""
+
+    __tablename__ = "runs"
+
+    home_id: Mapped[int] = mapped_column(ForeignKey("homes.home_id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    parent_run_id: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    duration_ms: Mapped[int | None] = mapped_column(BigInteger)
+    harness: Mapped[str] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(Text)
+    surface: Mapped[str | None] = mapped_column(Text)
+    repo: Mapped[str | None] = mapped_column(Text)
+    worktree: Mapped[str | None] = mapped_column(Text)
+    skill: Mapped[str | None] = mapped_column(Text)
+    cwd: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str | None] = mapped_column(Text)
+    boot_id: Mapped[str | None] = mapped_column(Text)
+    launcher_pid: Mapped[int | None] = mapped_column(BigInteger)
+    launcher_start_ticks: Mapped[int | None] = mapped_column(BigInteger)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    settled: Mapped[bool] = mapped_column(Boolean)
+    state: Mapped[str] = mapped_column(Text)
+    evidence_gaps: Mapped[int] = mapped_column(Integer)
+    usage_gaps: Mapped[int] = mapped_column(Integer)
+    record_rewrites: Mapped[int] = mapped_column(Integer)
+    streams: Mapped[int] = mapped_column(Integer)
+    final_streams: Mapped[int] = mapped_column(Integer)
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    total_input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    peak_input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    context_window_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    reasoning_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_5m_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_1h_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cost_usd: Mapped[float | None] = mapped_column(Double)
+    provider_session_id: Mapped[str | None] = mapped_column(Text)
+    final_answer: Mapped[str | None] = mapped_column(Text)
+    final_answer_exact: Mapped[bool | None] = mapped_column(Boolean)
+    api_retries: Mapped[int] = mapped_column(Integer)
+    skill_invoked: Mapped[bool | None] = mapped_column(Boolean)
+    path: Mapped[str] = mapped_column(Text)
+    indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_runs_home_id_created_at", "home_id", "created_at"),
+        Index("ix_runs_home_id_settled", "home_id", "settled"),
+        Index("ix_runs_created_at", "created_at"),
+        Index("ix_runs_model", "model"),
+        Index("ix_runs_harness", "harness"),
+        Index("ix_runs_skill", "skill"),
+    )
+
+
+def _run_fk(table: str) -> ForeignKeyConstraint:
+    return ForeignKeyConstraint(["home_id", "run_id"], ["runs.home_id", "runs.run_id"],
+                                ondelete="CASCADE", name=f"fk_{table}_run_runs")
+
+
+class RunSubject(Base):
+    """The manifest's subjects of a run, in manifest order (`position` from 0)."""
+
+    __tablename__ = "subjects"
+
+    home_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    selector: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (_run_fk("subjects"), Index("ix_subjects_selector", "selector"))
+
+
+class Attempt(Base):
+    """Provider attempts of a run. Times are the events' `observed_at` text, verbatim."""
+
+    __tablename__ = "attempts"
+
+    home_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    attempt_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    provider: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (_run_fk("attempts"),)
+
+
+class UsageStream(Base):
+    """One usage stream (attempt, turn, model) after reduction: each counter's running max."""
+
+    __tablename__ = "usage_streams"
+
+    home_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    stream_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    provider: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(Text)
+    attempt_key: Mapped[str | None] = mapped_column(Text)
+    turn_key: Mapped[str | None] = mapped_column(Text)
+    observations: Mapped[int] = mapped_column(Integer)
+    final_receipt: Mapped[bool] = mapped_column(Boolean)
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    total_input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    peak_input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    context_window_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    reasoning_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_5m_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_1h_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cost_usd: Mapped[float | None] = mapped_column(Double)
+
+    __table_args__ = (_run_fk("usage_streams"), Index("ix_usage_streams_model", "model"))
+
+
+class ToolUse(Base):
+    """How many times a run used each tool (`tool_use` events per name)."""
+
+    __tablename__ = "tool_uses"
+
+    home_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tool_name: Mapped[str] = mapped_column(Text, primary_key=True)
+    uses: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (_run_fk("tool_uses"), Index("ix_tool_uses_tool_name", "tool_name"))
+
+
+class IndexCursor(Base):
+    """The indexer's position in one record, committed in the same transaction as its rows.
+
+    `status` is `indexed` (rows in `runs`) or `damaged` (`problem` says why; no rows).
+    Signatures are `size:mtime_ns:inode` strings of the files; `events_offset` is just past
+    the last complete line; `prefix_sha256` hashes the first `prefix_len` bytes of
+    events.jsonl (to detect a rewrite); `fold_state` is the reducer's JSON state to resume from.
+    """
+
+    __tablename__ = "index_cursors"
+
+    home_id: Mapped[int] = mapped_column(ForeignKey("homes.home_id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    status: Mapped[str] = mapped_column(Text)
+    problem: Mapped[str | None] = mapped_column(Text)
+    problem_path: Mapped[str | None] = mapped_column(Text)
+    settled: Mapped[bool] = mapped_column(Boolean)
+    racy: Mapped[bool] = mapped_column(Boolean)
+    dir_sig: Mapped[str | None] = mapped_column(Text)
+    events_sig: Mapped[str | None] = mapped_column(Text)
+    files_sig: Mapped[str | None] = mapped_column(Text)
+    context_sig: Mapped[str | None] = mapped_column(Text)
+    context_ok: Mapped[bool | None] = mapped_column(Boolean)
+    events_ino: Mapped[int | None] = mapped_column(BigInteger)
+    events_offset: Mapped[int] = mapped_column(BigInteger)
+    torn: Mapped[bool] = mapped_column(Boolean)
+    prefix_len: Mapped[int] = mapped_column(Integer)
+    prefix_sha256: Mapped[str | None] = mapped_column(Text)
+    record_rewrites: Mapped[int] = mapped_column(Integer)
+    fold_state: Mapped[str | None] = mapped_column(Text)
+    indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+DATA_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses", "runs")
+VIEWS = ("runs_v", "subjects_v", "attempts_v", "usage_streams_v", "tool_uses_v")
+ALL_TABLES = DATA_TABLES + ("index_cursors", "homes", "ledger_meta")

@@ -1,0 +1,397 @@
+"""Claude Code `claude -p --output-format stream-json --verbose`.
+
+Counting rules (DESIGN §3, reference/stream-formats.md §A; measured with 2.1.328):
+
+* One API message arrives as several `assistant` lines with the same `message.id`; their
+  usage figures are streaming snapshots (output_tokens too low). Per message id each field
+  keeps its max; per model the running sum over distinct message ids is the turn's
+  cumulative *provisional* observation on the stream (attempt, turn, model).
+* `result` closes the turn: its per-model figures for *this run* are the **final receipt**
+  of each model's stream (with the model's cost). Which figures are "this run's":
+    1. `model_usage_since_last_result` (per model, per run) when present;
+    2. else `modelUsage` (per model): cumulative over the session after `--resume`, so the
+       session's previous cumulative figures (sessions.py) are subtracted; a resumed
+       session with no stored figures is recorded with start_known=false (a gap);
+    3. else `result.usage` (this run's, main model only) with `total_cost_usd` (cumulative
+       after a resume: the stored previous total is subtracted, else the cost is unknown).
+  A run killed before `result` keeps its provisional totals (no final receipt).
+* Outcome: `is_error` first, then `subtype` (`success` -> completed; `error_max_turns`,
+  `error_during_execution`, ... -> failed).
+* `system/api_retry` lines are counted (`api_retries` on the result event).
+* Verification: exactly one `result`, and nothing but `system` lines after it.
+* Token shape: input_tokens = uncached input; cache_read_tokens = cache_read_input_tokens;
+  cache_write_tokens = cache_creation_input_tokens (+ the 5m/1h split when it accounts for
+  all of it); total_input_tokens = input + cache read + cache write.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ledger.launch.adapters.base import Adapter, as_cost, as_count, with_total_input
+
+SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder for locally made messages
+_FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
+           "cache_write_1h_tokens", "output_tokens")
+
+
+def _split(total: int | None, m5: int | None, h1: int | None) -> tuple[int | None, int | None]:
+    """The 5m/1h cache-write split, only when it accounts for every cache write."""
+    if total is None or m5 is None or h1 is None or m5 + h1 != total:
+        return None, None
+    return m5, h1
+
+
+def counters_from_api_usage(u: dict[str, Any]) -> dict[str, int | None]:
+    """Anthropic snake_case usage (assistant lines, result.usage) -> ledger counters."""
+    write = as_count(u.get("cache_creation_input_tokens"))
+    cc = u.get("cache_creation") if isinstance(u.get("cache_creation"), dict) else {}
+    m5, h1 = _split(write, as_count(cc.get("ephemeral_5m_input_tokens")),
+                    as_count(cc.get("ephemeral_1h_input_tokens")))
+    c: dict[str, int | None] = {
+        "input_tokens": as_count(u.get("input_tokens")),
+        "cache_read_tokens": as_count(u.get("cache_read_input_tokens")),
+        "cache_write_tokens": write,
+        "cache_write_5m_tokens": m5,
+        "cache_write_1h_tokens": h1,
+        "output_tokens": as_count(u.get("output_tokens")),
+    }
+    details = u.get("output_tokens_details")
+    if isinstance(details, dict) and as_count(details.get("thinking_tokens")) is not None:
+        c["reasoning_tokens"] = as_count(details.get("thinking_tokens"))
+    return c
+
+
+def counters_from_model_usage(u: dict[str, Any]) -> dict[str, int | None]:
+    """camelCase `modelUsage[model]` -> ledger counters."""
+    write = as_count(u.get("cacheCreationInputTokens"))
+    m5, h1 = _split(write, as_count(u.get("cacheCreationEphemeral5mInputTokens")),
+                    as_count(u.get("cacheCreationEphemeral1hInputTokens")))
+    return {
+        "input_tokens": as_count(u.get("inputTokens")),
+        "cache_read_tokens": as_count(u.get("cacheReadInputTokens")),
+        "cache_write_tokens": write,
+        "cache_write_5m_tokens": m5,
+        "cache_write_1h_tokens": h1,
+        "output_tokens": as_count(u.get("outputTokens")),
+        "reasoning_tokens": as_count(u.get("thinkingTokens")),
+        "context_window_tokens": as_count(u.get("contextWindow")),
+    }
+
+
+_CUMULATIVE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens",
+                    "cacheCreationEphemeral5mInputTokens", "cacheCreationEphemeral1hInputTokens",
+                    "thinkingTokens", "costUSD")
+
+
+def _subtract_model_usage(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any] | None:
+    """now - before for the additive fields of one model's modelUsage (None if it went down)."""
+    out = dict(now)
+    for k in _CUMULATIVE_KEYS:
+        a, b = now.get(k), before.get(k)
+        if a is None or b is None:
+            continue
+        if k == "costUSD":
+            a_c, b_c = as_cost(a), as_cost(b)
+            if a_c is None or b_c is None or a_c < b_c:
+                return None
+            out[k] = a_c - b_c
+        else:
+            a_i, b_i = as_count(a), as_count(b)
+            if a_i is None or b_i is None or a_i < b_i:
+                return None
+            out[k] = a_i - b_i
+    return out
+
+
+def _resume_flag(argv: list[str]) -> bool:
+    for a in argv[1:]:
+        if a in ("--resume", "-r", "--continue", "-c") or a.startswith("--resume="):
+            return True
+    return False
+
+
+class ClaudeAdapter(Adapter):
+    harness = "claude"
+    provider = "anthropic"
+    terminal_types = ("result",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.turn = 1
+        self.init_model: str | None = None
+        self._msgs: dict[str, dict[str, Any]] = {}          # message id -> {model, fields}
+        self._running: dict[str | None, dict[str, int]] = {}  # model -> running sums
+        self._peak: dict[str | None, int] = {}
+        self._pending_tools: dict[str, str] = {}           # tool_use id -> name
+        self._pending_skills: dict[str, str] = {}          # tool_use id -> skill name
+        self.skills_ok: list[str] = []
+        self.after_result_violation = False
+        self.resume_flag = _resume_flag(self.argv)
+        self._last_text: str | None = None
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def feed(self, obj: dict[str, Any]) -> None:
+        kind = obj.get("type")
+        if self.terminal_count and kind != "system" and not self.after_result_violation:
+            # -p prints exactly one result, last; anything but system lines after it is suspect
+            if kind != "result":
+                self.after_result_violation = True
+                self.note(f"a {kind!r} event after the result")
+        if kind == "assistant":
+            self._assistant(obj)
+        elif kind == "user":
+            self._user(obj)
+        elif kind == "system":
+            self._system(obj)
+        elif kind == "result":
+            self._result(obj)
+        if "session_id" in obj and self.session_id is None:
+            self.observe_session(obj.get("session_id"))
+
+    def _system(self, obj: dict[str, Any]) -> None:
+        sub = obj.get("subtype")
+        if sub == "init":
+            self.observe_session(obj.get("session_id"))
+            if isinstance(obj.get("model"), str) and obj["model"]:
+                self.init_model = obj["model"]
+        elif sub == "api_retry":
+            self.stats.api_retries += 1
+            status = obj.get("error_status")
+            err = obj.get("error")
+            self.stats.last_retry = " ".join(str(x) for x in (status, err) if x is not None) or "retry"
+            self.stats.changed = True
+
+    def _assistant(self, obj: dict[str, Any]) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            return
+        model = msg.get("model") if isinstance(msg.get("model"), str) else None
+        if model == SYNTHETIC_MODEL:
+            model = None
+        mid = msg.get("id")
+        usage = msg.get("usage")
+        if model is not None or (isinstance(usage, dict) and mid):
+            self._usage_line(mid if isinstance(mid, str) else None, model or self.init_model or self.model,
+                             usage if isinstance(usage, dict) else None, synthetic=msg.get("model") == SYNTHETIC_MODEL)
+        content = msg.get("content")
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text:
+                    self.emit_text(text)
+                    if obj.get("parent_tool_use_id") is None:
+                        self._last_text = text
+            elif btype in ("tool_use", "server_tool_use"):
+                name = str(block.get("name") or "unknown")
+                inp = block.get("input")
+                self.emit_tool(name, inp)
+                tid = block.get("id")
+                if isinstance(tid, str):
+                    self._pending_tools[tid] = name
+                    if name == "Skill" and isinstance(inp, dict):
+                        skill = inp.get("skill") or inp.get("command") or inp.get("name")
+                        if isinstance(skill, str):
+                            self._pending_skills[tid] = skill
+
+    def _usage_line(self, mid: str | None, model: str | None, usage: dict[str, Any] | None,
+                    synthetic: bool) -> None:
+        if synthetic or usage is None:
+            return
+        fields = counters_from_api_usage(usage)
+        key = mid or f"anon-{len(self._msgs)}"
+        rec = self._msgs.get(key)
+        if rec is None:
+            rec = self._msgs[key] = {"model": model, "f": {}}
+            self.stats.model_calls += 1
+            self.stats.changed = True
+        model = rec["model"]
+        f = rec["f"]
+        running = self._running.setdefault(model, {})
+        changed = False
+        for name in _FIELDS:
+            v = fields.get(name)
+            if v is None:
+                continue
+            prev = f.get(name)
+            if prev is None or v > prev:
+                f[name] = v
+                running[name] = running.get(name, 0) + v - (prev or 0)
+                changed = True
+        if not changed:
+            return
+        msg_in = (f.get("input_tokens") or 0) + (f.get("cache_read_tokens") or 0) + (f.get("cache_write_tokens") or 0)
+        if msg_in > self._peak.get(model, 0):
+            self._peak[model] = msg_in
+        self.book(f"turn-{self.turn}", model).observe(self._provisional(model))
+
+    def _provisional(self, model: str | None) -> dict[str, int | None]:
+        c: dict[str, int | None] = dict(self._running.get(model, {}))
+        # the 5m/1h split is kept only while it accounts for all cache writes
+        m5, h1 = _split(c.get("cache_write_tokens"), c.get("cache_write_5m_tokens"), c.get("cache_write_1h_tokens"))
+        c["cache_write_5m_tokens"], c["cache_write_1h_tokens"] = m5, h1
+        with_total_input(c)
+        if model in self._peak:
+            c["peak_input_tokens"] = self._peak[model]
+        return c
+
+    def _user(self, obj: dict[str, Any]) -> None:
+        msg = obj.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            tid = block.get("tool_use_id")
+            if not isinstance(tid, str):
+                continue
+            self._pending_tools.pop(tid, None)
+            skill = self._pending_skills.pop(tid, None)
+            if skill is not None and block.get("is_error") is not True:
+                self.skills_ok.append(skill)
+
+    # -- the result -----------------------------------------------------------------------
+
+    def _result(self, obj: dict[str, Any]) -> None:
+        self.terminal_count += 1
+        if self.terminal_count > 1:
+            self.note("more than one result event")
+        turn_key = f"turn-{self.turn}"
+        is_error = obj.get("is_error") is True
+        subtype = obj.get("subtype")
+        completed = not is_error and subtype == "success"
+        self.stream_outcome = "completed" if completed else "failed"
+        text = obj.get("result") if isinstance(obj.get("result"), str) else None
+        if text is None and completed:
+            text = self._last_text
+        if completed:
+            self.final_answer = text
+        elif is_error and isinstance(obj.get("result"), str):
+            self.error_message = obj["result"]
+        errors = obj.get("errors")
+        if self.error_message is None and isinstance(errors, list) and errors:
+            self.error_message = "; ".join(str(e) for e in errors[:3])
+        self.observe_session(obj.get("session_id"))
+        self._final_receipts(obj, turn_key)
+        self.emit_final_answer(turn_key, text, completed)
+        self.result_fields.update({
+            "provider_subtype": subtype, "provider_is_error": is_error,
+            "num_turns": obj.get("num_turns") if isinstance(obj.get("num_turns"), int) else None,
+            "api_error_status": obj.get("api_error_status"),
+            "terminal_reason": obj.get("terminal_reason"),
+        })
+        self.turn += 1
+        self._msgs = {}
+        self._running = {}
+        self._peak = {}
+
+    def _stored(self) -> dict[str, Any] | None:
+        if self.sessions is None or not self.session_id:
+            return None
+        entry = self.sessions.get(self.harness, self.session_id)
+        return entry.get("cumulative") if entry else None
+
+    def _final_receipts(self, obj: dict[str, Any], turn_key: str) -> None:
+        since = obj.get("model_usage_since_last_result")
+        cumulative = obj.get("modelUsage") if isinstance(obj.get("modelUsage"), dict) else None
+        total_cost = as_cost(obj.get("total_cost_usd"))
+        stored = self._stored()
+        resumed = stored is not None or self.resume_flag
+        start_known = True
+        basis: str
+        per_model: dict[str, Any] | None = None
+        if isinstance(since, dict) and since:
+            per_model, basis = since, "model_usage_since_last_result"
+        elif cumulative:
+            if stored is not None and isinstance(stored.get("modelUsage"), dict):
+                per_model, basis = {}, "modelUsage minus the session's previous cumulative"
+                prev_models = stored["modelUsage"]
+                for m, u in cumulative.items():
+                    if not isinstance(u, dict):
+                        continue
+                    before = prev_models.get(m)
+                    diff = _subtract_model_usage(u, before) if isinstance(before, dict) else u
+                    if diff is None:
+                        diff, start_known = u, False
+                    per_model[m] = diff
+            elif resumed:
+                per_model, basis, start_known = None, "result.usage (resumed session, no previous figures)", True
+            else:
+                per_model, basis = cumulative, "modelUsage"
+        else:
+            basis = "result.usage"
+        receipts: dict[str | None, tuple[dict[str, int | None], float | None]] = {}
+        if per_model:
+            for m, u in per_model.items():
+                if isinstance(u, dict):
+                    receipts[m] = (counters_from_model_usage(u), as_cost(u.get("costUSD")))
+        else:
+            usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+            if usage is not None:
+                model = self._main_model()
+                cost = total_cost
+                if resumed:
+                    prev_cost = as_cost(stored.get("total_cost_usd")) if stored else None
+                    cost = (total_cost - prev_cost if total_cost is not None and prev_cost is not None
+                            and total_cost >= prev_cost else None)
+                receipts[model] = (counters_from_api_usage(usage), cost)
+        for model, (counters, cost) in receipts.items():
+            c = dict(counters)
+            with_total_input(c)
+            if model in self._peak:
+                c["peak_input_tokens"] = self._peak[model]
+            self.book(turn_key, model).observe(c, cost=cost, final=True, start_known=start_known)
+        self.result_fields["charged_from"] = basis
+        if stored is not None and basis.startswith("modelUsage minus"):
+            self.result_fields["charged_since"] = {"total_cost_usd": stored.get("total_cost_usd")}
+        self.result_fields["provider_cumulative"] = {"total_cost_usd": total_cost, "modelUsage": cumulative}
+        if self.sessions is not None and self.session_id and (cumulative is not None or total_cost is not None):
+            self.sessions.put(self.harness, self.session_id,
+                              {"modelUsage": cumulative, "total_cost_usd": total_cost}, self.run_id)
+
+    def _main_model(self) -> str | None:
+        """The model that answered most messages this turn, else init's, else the launch's."""
+        counts: dict[str, int] = {}
+        for rec in self._msgs.values():
+            if rec["model"]:
+                counts[rec["model"]] = counts.get(rec["model"], 0) + 1
+        if counts:
+            return max(counts, key=lambda m: counts[m])
+        return self.init_model or self.model
+
+    # -- end --------------------------------------------------------------------------------
+
+    def finish(self, returncode: int | None, stopped_by: str | None) -> None:
+        if self.expect_skill is not None:
+            want = self.expect_skill.lstrip("/")
+            self.skill_invoked = any(s.lstrip("/") == want or s.lstrip("/").split(":")[-1] == want
+                                     for s in self.skills_ok)
+        if self.stats.api_retries:
+            self.result_fields["api_retries"] = self.stats.api_retries
+
+
+def claude_model_from_argv(argv: list[str]) -> str | None:
+    return _option_value(argv, ("--model",))
+
+
+def _option_value(argv: list[str], names: tuple[str, ...]) -> str | None:
+    value = None
+    for i, a in enumerate(argv[1:], start=1):
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif n.startswith("--") and a.startswith(n + "="):
+                value = a[len(n) + 1:]
+    return value
+
+
+def is_claude(argv0: str) -> bool:
+    return os.path.basename(argv0) in ("claude", "claude-code")

@@ -1,0 +1,192 @@
+"""Time-zone bucketing for reports, done at query time.
+
+A run belongs to the bucket (day, week or month) that contains its start time
+(`created_at`, stored in UTC) *in the report's zone*. The database never needs to know about
+zones: we compute, in Python, the UTC instants at which the zone's local buckets begin
+(`bucket_starts`), pick the coarsest UTC slot size (1 day, 1 hour, 15 min, 1 min, 1 s) that
+every one of those instants is a multiple of (`slot_seconds`), let SQL pre-aggregate rows per
+slot (`floor(epoch / slot)`), and map each slot to its bucket with a binary search.
+
+Because every bucket start is a multiple of the slot size, a slot never straddles two
+buckets, so the regrouping is exact, whatever the zone (:30 and :45 offsets, DST days of
+23 or 25 hours, days that begin at 01:00 because midnight was skipped, historical offsets in
+seconds). UTC days need one row per day from SQL; US zones one per hour; Asia/Kathmandu
+(+05:45) one per 15 minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone, tzinfo
+from typing import Iterable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ledger.errors import LedgerError
+
+PERIODS = ("daily", "weekly", "monthly")
+WEEK_STARTS = ("monday", "sunday")
+SLOT_CHOICES = (86400, 3600, 900, 60, 1)
+_DAY_RE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class ReportError(LedgerError):
+    """A report request that cannot be answered as asked (bad date, unknown zone...)."""
+
+
+def parse_day(text: str, option: str = "--since") -> date:
+    """`YYYY-MM-DD` or `YYYYMMDD` -> date (a calendar day in the report's zone)."""
+    m = _DAY_RE.match(text.strip())
+    if m and (len(text.strip()) in (8, 10)):
+        try:
+            return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            pass
+    raise ReportError(f"{option} {text!r} is not a date; expected YYYY-MM-DD or YYYYMMDD",
+                      hint=f"for example `ledger report {option} 2026-03-01`")
+
+
+def resolve_zone(name: str | None, env: dict[str, str] | None = None) -> tuple[tzinfo, str]:
+    """The report's zone and its display name. None means the local zone.
+
+    Local zone: $TZ when it names an IANA zone, else /etc/localtime (its symlink target
+    names the zone), else UTC.
+    """
+    if name:
+        if name.upper() in ("UTC", "Z"):
+            return ZoneInfo("UTC"), "UTC"
+        try:
+            return ZoneInfo(name), name
+        except (ZoneInfoNotFoundError, ValueError, IsADirectoryError, OSError):
+            raise ReportError(f"unknown time zone {name!r}; expected an IANA name such as Europe/Paris",
+                              hint="list zones with `python -c 'import zoneinfo; print(zoneinfo.available_timezones())'`") from None
+    env = os.environ if env is None else env
+    tz = (env.get("TZ") or "").lstrip(":")
+    if tz:
+        try:
+            return ZoneInfo(tz), tz
+        except (ZoneInfoNotFoundError, ValueError, IsADirectoryError, OSError):
+            pass
+    try:
+        target = os.readlink("/etc/localtime")
+        idx = target.find("zoneinfo/")
+        if idx >= 0:
+            key = target[idx + len("zoneinfo/"):]
+            return ZoneInfo(key), key
+    except (OSError, ZoneInfoNotFoundError, ValueError):
+        pass
+    try:
+        with open("/etc/localtime", "rb") as f:
+            return ZoneInfo.from_file(f, key="localtime"), "localtime"
+    except (OSError, ValueError):
+        return ZoneInfo("UTC"), "UTC"
+
+
+def local_midnight_utc(day: date, zone: tzinfo) -> datetime:
+    """The first instant of `day` in `zone`, as an aware UTC datetime.
+
+    When local midnight does not exist (a DST gap at 00:00), the day starts at the first
+    local time that does: Python's fold=0 rule maps the missing time with the offset in force
+    before the gap, which lands exactly on the end of the gap.
+    """
+    return datetime(day.year, day.month, day.day, tzinfo=zone).astimezone(timezone.utc)
+
+
+def epoch(dt: datetime) -> int:
+    """Whole seconds since 1970 (floor) of an aware or naive-UTC datetime."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    delta = dt - _EPOCH
+    return delta.days * 86400 + delta.seconds
+
+
+def utc_range(since: date | None, until: date | None, zone: tzinfo) -> tuple[datetime | None, datetime | None]:
+    """[start, end) in UTC for the inclusive local-day range since..until."""
+    if since is not None and until is not None and until < since:
+        raise ReportError(f"--until {until.isoformat()} is before --since {since.isoformat()}")
+    start = local_midnight_utc(since, zone) if since else None
+    end = local_midnight_utc(until + timedelta(days=1), zone) if until else None
+    return start, end
+
+
+def period_start(day: date, period: str, week_start: str = "monday") -> date:
+    if period == "daily":
+        return day
+    if period == "weekly":
+        first = 0 if week_start == "monday" else 6  # date.weekday(): Monday=0 .. Sunday=6
+        return day - timedelta(days=(day.weekday() - first) % 7)
+    if period == "monthly":
+        return day.replace(day=1)
+    raise ReportError(f"unknown period {period!r}")
+
+
+def next_period(start: date, period: str) -> date:
+    if period == "daily":
+        return start + timedelta(days=1)
+    if period == "weekly":
+        return start + timedelta(days=7)
+    if start.month == 12:
+        return date(start.year + 1, 1, 1)
+    return date(start.year, start.month + 1, 1)
+
+
+def bucket_label(start: date, period: str) -> str:
+    """Row keys: daily `2026-03-08`; weekly the week's first day `2026-03-02`; monthly `2026-03`."""
+    if period == "monthly":
+        return f"{start.year:04d}-{start.month:02d}"
+    return start.isoformat()
+
+
+@dataclass
+class Buckets:
+    """The local buckets covering a UTC span, as sorted UTC epoch starts and their labels."""
+
+    starts: list[int]
+    labels: list[str]
+    slot: int
+
+    def label_of_slot(self, slot_index: int) -> str | None:
+        """The bucket label of the UTC slot `slot_index` (slot_index * slot = slot start)."""
+        i = bisect_right(self.starts, slot_index * self.slot) - 1
+        if i < 0 or i >= len(self.labels):
+            return None
+        return self.labels[i]
+
+    def label_of_epoch(self, seconds: float) -> str | None:
+        i = bisect_right(self.starts, seconds) - 1
+        if i < 0 or i >= len(self.labels):
+            return None
+        return self.labels[i]
+
+
+def slot_seconds(instants: Iterable[int]) -> int:
+    """The coarsest slot size that every instant (epoch seconds) is a multiple of."""
+    choices = list(SLOT_CHOICES)
+    for t in instants:
+        while choices and t % choices[0]:
+            choices.pop(0)
+        if len(choices) == 1:
+            break
+    return choices[0]
+
+
+def make_buckets(first: datetime, last: datetime, zone: tzinfo, period: str,
+                 week_start: str = "monday") -> Buckets:
+    """Buckets covering [first, last] (UTC instants, inclusive) in `zone`.
+
+    The list holds one start more than the labels: the end of the last bucket.
+    """
+    first_day = first.astimezone(zone).date()
+    last_day = last.astimezone(zone).date()
+    cur = period_start(first_day, period, week_start)
+    starts: list[int] = []
+    labels: list[str] = []
+    while cur <= last_day:
+        starts.append(epoch(local_midnight_utc(cur, zone)))
+        labels.append(bucket_label(cur, period))
+        cur = next_period(cur, period)
+    starts.append(epoch(local_midnight_utc(cur, zone)))
+    return Buckets(starts=starts, labels=labels, slot=slot_seconds(starts))
