@@ -1,5 +1,8 @@
 """What `ledger runs` / `ledger show` answer, as library calls (the CLI only formats).
 
+Both read the index (`indexed_runs`, `indexed_run`), which is brought up to date with the
+records first; `scan_records` is the records path they must agree with byte for byte.
+
 Selection rule of `ledger runs` without --all: runs started in the last 7 days, newest
 first, at most 50, plus every unterminated run (running, abandoned or unknown) whatever
 its age, so nothing in flight or lost is ever hidden.
@@ -57,3 +60,38 @@ def scan_records(home: Path) -> tuple[list[RunSnapshot], list[ScanProblem]]:
     for item in scan(home):
         (problems if isinstance(item, ScanProblem) else snaps).append(item)
     return snaps, problems
+
+
+def _index(home: Path, db: str | None, notify: Any) -> str:
+    """Bring the index up to date with the home (quickly: only what changed) and return its URL."""
+    from ledger.index import db as dbmod
+    from ledger.index.ops import index_homes
+
+    url = dbmod.resolve_url(home, db)
+    summary = index_homes([home], url, notify=notify)
+    for p in summary.skipped:
+        notify(f"warning: skipped damaged record {p.path}: {p.reason}")
+    return url
+
+
+def indexed_runs(home: Path, db: str | None, all_: bool, notify: Any,
+                 now: datetime | None = None) -> list[RunSnapshot]:
+    """`ledger runs` through the index: auto-index the home, then select from the database.
+
+    Same selection and order as `select_runs()` over the records, same JSON.
+    """
+    from ledger.index import ops, queries
+
+    url = _index(home, db, notify)
+    with ops.reading(url) as conn:
+        snaps = queries.list_runs(conn, ops.home_id(conn, home), all_, now)
+    return select_runs(snaps, all_, now)
+
+
+def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSnapshot:
+    """`ledger show` through the index (the selector resolves by the records' prefix rules)."""
+    from ledger.index import ops, queries
+
+    url = _index(home, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg))
+    with ops.reading(url) as conn:
+        return queries.get_run(conn, ops.home_id(conn, home), selector)

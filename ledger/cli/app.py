@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from ledger.cli import runs_cmd
+from ledger.cli import run_cmd, runs_cmd
+from ledger.cli import db_cmd, index_cmd, sql_cmd
+from ledger.cli import report_cmd
 
 app = typer.Typer(
     name="ledger",
@@ -13,8 +15,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("run", context_settings=run_cmd.RUN_CONTEXT)(run_cmd.run)
 app.command("runs")(runs_cmd.runs)
 app.command("show")(runs_cmd.show)
+app.command("index")(index_cmd.index)
+app.command("sql")(sql_cmd.sql)
+app.command("report")(report_cmd.report)
+app.add_typer(db_cmd.app, name="db")
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ledger.cli.common import CsvOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
+from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
 
 RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects")
 
@@ -22,6 +22,16 @@ def _short(row: list) -> list:
     return row
 
 
+def _home(home):
+    """The home as an absolute path (the index keys homes and record paths by it)."""
+    import os
+    from pathlib import Path
+
+    from ledger.home import resolve_home
+
+    return Path(os.path.abspath(resolve_home(home)))
+
+
 def _row(d: dict) -> list:
     u = d["usage"]
     return [d["id"], d["started"], d["harness"], d["model"], d["outcome"], d["state"],
@@ -31,19 +41,16 @@ def _row(d: dict) -> list:
 @handle_errors
 def runs(
     home: HomeOpt = None,
+    db: DbOpt = None,
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
     all_: Annotated[bool, typer.Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).")] = False,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
-    from ledger.home import resolve_home
-    from ledger.views import scan_records, select_runs
+    from ledger.views import indexed_runs
 
-    snaps, problems = scan_records(resolve_home(home))
-    for p in problems:
-        err(f"warning: skipped damaged record {p.path}: {p.reason}")
-    chosen = select_runs(snaps, all_)
+    chosen = indexed_runs(_home(home), db, all_, err)
     if json_:
         print_json_stream(s.to_dict() for s in chosen)
     elif csv_:
@@ -56,20 +63,17 @@ def runs(
 def show(
     run: Annotated[str, typer.Argument(help="Run id or unique prefix (with or without run_).")],
     home: HomeOpt = None,
+    db: DbOpt = None,
     json_: JsonOpt = False,
-    events: Annotated[bool, typer.Option("--events", help="Also print the run's events.")] = False,
+    events: Annotated[bool, typer.Option("--events", help="Also print the run's events (read from the record).")] = False,
 ) -> None:
-    """Show one run: its snapshot, usage streams and evidence."""
-    from ledger.home import resolve_home
-    from ledger.records.ids import resolve_selector
-    from ledger.records.reader import read_run
-    from ledger.views import snapshot_detail
+    """Show one run: its snapshot, usage streams and evidence (from the index)."""
+    from ledger.views import indexed_run, snapshot_detail
 
-    path = resolve_selector(resolve_home(home), run)
-    snap = read_run(path)
+    snap = indexed_run(_home(home), db, run, err)
     detail = snapshot_detail(snap)
     if events:
-        detail["events"] = list(_iter_events(path))
+        detail["events"] = list(_iter_events(snap.path))
     if json_:
         print_json(detail)
         return

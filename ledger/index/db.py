@@ -43,11 +43,33 @@ from ledger.errors import LedgerError
 
 APPLICATION = "ledger-index"
 APPLICATION_ID = 0x4C444752  # "LDGR" in the SQLite header (PRAGMA application_id)
-HEAD = "0001"  # newest migration revision; tests check it equals Alembic's head
-KNOWN_REVISIONS = ("0001",)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 60_000
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+
+def _scan_revisions() -> tuple[str, tuple[str, ...]]:
+    """(head, all revisions) read from the version scripts without importing Alembic (a few
+    small files; `ledger runs` must stay fast). tests/test_migrations.py checks it agrees
+    with Alembic's own ScriptDirectory."""
+    import re
+
+    pat_rev = re.compile(r"^revision\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.M)
+    pat_down = re.compile(r"^down_revision\s*(?::[^=]*)?=\s*(None|['\"]([^'\"]+)['\"])", re.M)
+    revs: dict[str, str | None] = {}
+    for f in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        if f.name.startswith("__"):
+            continue
+        text = f.read_text()
+        m, d = pat_rev.search(text), pat_down.search(text)
+        if m:
+            revs[m.group(1)] = d.group(2) if d else None
+    parents = {v for v in revs.values() if v}
+    heads = sorted(r for r in revs if r not in parents)
+    return (heads[0] if len(heads) == 1 else ""), tuple(sorted(revs))
+
+
+HEAD, KNOWN_REVISIONS = _scan_revisions()  # newest revision; every revision this ledger knows
 
 Notify = Callable[[str], None]
 
@@ -231,8 +253,9 @@ def set_aside(path: Path) -> Path:
     aside = path.with_name(f"{path.name}.corrupt-{utc_stamp()}")
     os.replace(path, aside)
     wal = Path(os.fspath(path) + "-wal")
-    if wal.exists():
+    if wal.exists() and wal.stat().st_size > 0:  # committed pages not yet in the file: keep them with it
         os.replace(wal, Path(os.fspath(aside) + "-wal"))
+    _unlink(wal)
     _unlink(Path(os.fspath(path) + "-shm"))
     _unlink(Path(os.fspath(path) + "-journal"))
     return aside
@@ -375,6 +398,14 @@ def drop_index_objects(conn: Any) -> None:
     for table in ALL_TABLES:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
     conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
+
+
+def clear_index_rows(conn: Any) -> None:
+    """Delete every indexed row and cursor (homes stay), in the caller's transaction."""
+    from ledger.index.models import DATA_TABLES
+
+    for table in DATA_TABLES + ("index_cursors", "index_shards"):
+        conn.exec_driver_sql(f"DELETE FROM {table}")
 
 
 def now_utc() -> datetime:

@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from ledger.errors import RecordError
 from ledger.index import db as dbmod
 from ledger.index.models import (
-    COUNTER_COLUMNS, Attempt, Home, IndexCursor, Run, RunSubject, ToolUse, UsageStream,
+    COUNTER_COLUMNS, Attempt, Home, IndexCursor, IndexShard, Run, RunSubject, ToolUse, UsageStream,
 )
 from ledger.records import reader
 from ledger.records.fold import OVERFLOW, stream_totals
@@ -53,6 +53,9 @@ from ledger.records.timefmt import parse_rfc3339
 BATCH = 500
 PREFIX_BYTES = 4096
 RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every ~10 ms
+# A settled record whose files have been quiet this long is sealed: its shard directory is
+# skipped while unchanged. (Loopflow may append an event right after terminal.json.)
+SEAL_GRACE_NS = 5_000_000_000
 REWRITE_GAP_NOTE = "record rewritten"
 
 runs_t = Run.__table__
@@ -62,6 +65,7 @@ streams_t = UsageStream.__table__
 tools_t = ToolUse.__table__
 cursors_t = IndexCursor.__table__
 homes_t = Home.__table__
+shards_t = IndexShard.__table__
 CHILD_TABLES = (subjects_t, attempts_t, streams_t, tools_t)
 
 
@@ -110,6 +114,16 @@ def _dir_sig(st: os.stat_result) -> str:
     return f"{st.st_mtime_ns}:{st.st_ino}"
 
 
+def _subdirs(path: str) -> list[tuple[str, str]]:
+    """(name, path) of the directories in `path`, sorted; `.`-names skipped (iter_run_dirs' rules)."""
+    try:
+        with os.scandir(path) as it:
+            return sorted((e.name, e.path) for e in it
+                          if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
 def _i64(v: int) -> int:
     return v - (1 << 64) if v > I64_MAX else v
 
@@ -140,10 +154,11 @@ def _ticks(v: Any) -> int | None:
 
 
 def _launcher_cols(launcher: Any) -> tuple[int | None, int | None]:
-    if not isinstance(launcher, dict) or not isinstance(launcher.get("pid"), int):
-        return None, None
-    pid = launcher["pid"]
-    pid = -1 if isinstance(pid, bool) or not (0 <= pid <= I64_MAX) else pid
+    """(pid, start_ticks) such that liveness(launcher_dict(pid, ticks)) == liveness(launcher)."""
+    pid = launcher.get("pid") if isinstance(launcher, dict) else None
+    if type(pid) is not int:
+        return None, None  # liveness: unknown
+    pid = max(0, min(pid, I64_MAX))  # <= 0: unknown; past i64: no such process (abandoned)
     return pid, _ticks(launcher.get("start_ticks"))
 
 
@@ -188,8 +203,10 @@ class _Work:
     dsig: str
     esig: str | None
     est: os.stat_result | None
-    cur: tuple | None  # the light cursor row (see _load_cursors)
+    cur: tuple | None  # the light cursor row (see _index_home)
     racy: bool
+    shard: str
+    sealable: bool  # quiet for SEAL_GRACE; cleared unless the record turns out settled (or damaged)
 
 
 class Indexer:
@@ -235,61 +252,115 @@ class Indexer:
         s = self.summary
         s.homes.append(home)
         home_id = self._home_id(conn, home)
-        c = cursors_t.c
+        start_ns = time.time_ns()
+        racy_before = start_ns - self.racy_ns
+        seal_before = start_ns - SEAL_GRACE_NS
+        sh = shards_t.c
         with self._txn(conn):
-            cursors = {row[0]: row[1:] for row in conn.execute(
-                sa.select(c.run_id, c.status, c.settled, c.racy, c.dir_sig, c.events_sig, c.problem_path,
-                          c.problem).where(c.home_id == home_id))}
-            r = runs_t.c
+            shard_rows = {row[0]: row[1:] for row in conn.execute(
+                sa.select(sh.shard, sh.dir_sig, sh.sealed, sh.runs).where(sh.home_id == home_id))}
+        # 1. shard directories: skip the sealed ones whose directory did not change
+        scan: list[tuple[str, str, str, bool]] = []
+        skipped: list[str] = []
+        for shard, spath in _subdirs(os.path.join(home, "runs")):
+            try:
+                sst = os.stat(spath)
+            except OSError:
+                continue
+            ssig = _dir_sig(sst)
+            sracy = sst.st_mtime_ns >= racy_before
+            row = shard_rows.get(shard)
+            if row is not None and row[1] and row[0] == ssig and not sracy:
+                skipped.append(shard)
+                s.unchanged += row[2]
+            else:
+                scan.append((shard, spath, ssig, sracy))
+        on_disk = {x[0] for x in scan} | set(skipped)
+        gone_shards = [sd for sd in shard_rows if sd not in on_disk]
+        c = cursors_t.c
+        r = runs_t.c
+        cursors: dict[str, tuple] = {}
+        problems: list[ScanProblem] = []
+        unsettled: dict[str, tuple] = {}
+        with self._txn(conn):
+            scan_names = [x[0] for x in scan]
+            for i in range(0, len(scan_names), BATCH):
+                for row in conn.execute(
+                        sa.select(c.run_id, c.status, c.settled, c.racy, c.dir_sig, c.events_sig, c.problem_path,
+                                  c.problem, c.shard)
+                        .where(c.home_id == home_id, c.shard.in_(scan_names[i:i + BATCH]))):
+                    cursors[row[0]] = row[1:]
+            if skipped:  # damaged records in sealed shards are still listed every pass
+                skipped_set = set(skipped)
+                problems = [ScanProblem(pp, pr) for sd, pp, pr in conn.execute(
+                    sa.select(c.shard, c.problem_path, c.problem)
+                    .where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)) if sd in skipped_set]
             unsettled = {row[0]: row[1:] for row in conn.execute(
                 sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state)
                 .where(r.home_id == home_id, r.settled == sa.false()))}
-        start_ns = time.time_ns()
-        racy_before = start_ns - self.racy_ns
+        s.skipped.extend(problems)
+        # 2. runs of the shards that may have changed: two stats per run
         work: list[_Work] = []
         relive: list[dict[str, Any]] = []
         seen: set[str] = set()
+        shard_state: dict[str, list] = {}  # shard -> [dir_sig, sealed, runs]
         join = os.path.join
         stat = os.stat
-        for path, name in reader.iter_run_dirs(home):
-            if not name.startswith(PREFIX):
-                continue
-            try:
-                dst = stat(path)
-            except OSError:
-                continue
-            seen.add(name)
-            dsig = _dir_sig(dst)
-            try:
-                est = stat(join(path, reader.EVENTS))
-                esig = _sig(est)
-            except OSError:
-                est, esig = None, None
-            racy = dst.st_mtime_ns >= racy_before or (est is not None and est.st_mtime_ns >= racy_before)
-            cur = cursors.get(name)
-            if cur is not None and not cur[2] and cur[3] == dsig and cur[4] == esig:
-                if cur[0] == "damaged":
-                    s.skipped.append(ScanProblem(cur[5], cur[6]))
-                    s.unchanged += 1
+        for shard, spath, ssig, sracy in scan:
+            state = shard_state[shard] = [ssig, not sracy, 0]
+            for name, path in _subdirs(spath):
+                if not name.startswith(PREFIX):
                     continue
-                if cur[1]:  # settled and unchanged
-                    s.unchanged += 1
+                try:
+                    dst = stat(path)
+                except OSError:
                     continue
-                u = unsettled.get(name)
-                if u is not None:
-                    live = liveness(u[0] or "", u[1], launcher_dict(u[2], u[3]))
-                    if live != u[4]:
-                        relive.append({"h": home_id, "r": name, "state": live})
-                if not racy:
-                    s.unchanged += 1
-                    continue
-            work.append(_Work(path, name, dsig, esig, est, cur, racy))
-        gone = [name for name in cursors if name not in seen]
+                seen.add(name)
+                state[2] += 1
+                dsig = _dir_sig(dst)
+                try:
+                    est = stat(join(path, reader.EVENTS))
+                    esig = _sig(est)
+                except OSError:
+                    est, esig = None, None
+                emtime = est.st_mtime_ns if est is not None else 0
+                racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
+                quiet = dst.st_mtime_ns < seal_before and emtime < seal_before
+                cur = cursors.get(name)
+                if cur is not None and not cur[2] and cur[3] == dsig and cur[4] == esig:
+                    if cur[0] == "damaged":
+                        s.skipped.append(ScanProblem(cur[5], cur[6]))
+                        s.unchanged += 1
+                        state[1] = state[1] and quiet
+                        continue
+                    if cur[1]:  # settled and unchanged
+                        s.unchanged += 1
+                        state[1] = state[1] and quiet
+                        continue
+                    state[1] = False  # unsettled: look again next pass
+                    u = unsettled.get(name)
+                    if u is not None:
+                        live = liveness(u[0] or "", u[1], launcher_dict(u[2], u[3]))
+                        if live != u[4]:
+                            relive.append({"h": home_id, "r": name, "state": live})
+                    if not racy:
+                        s.unchanged += 1
+                        continue
+                work.append(_Work(path, name, dsig, esig, est, cur, racy, shard, quiet and not racy))
+        gone = [name for name, cur in cursors.items() if name not in seen]
         if relive:
             with self._txn(conn):
                 conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
                                                      runs_t.c.run_id == sa.bindparam("r"))
                              .values(state=sa.bindparam("state")), relive)
+        if gone_shards:
+            with self._txn(conn):
+                for t in CHILD_TABLES + (runs_t,):
+                    conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(
+                        sa.select(c.run_id).where(c.home_id == home_id, c.shard.in_(gone_shards)))))
+                n = conn.execute(sa.delete(cursors_t).where(c.home_id == home_id, c.shard.in_(gone_shards))).rowcount
+                conn.execute(sa.delete(shards_t).where(sh.home_id == home_id, sh.shard.in_(gone_shards)))
+            s.removed += max(0, n or 0)
         if gone:
             for i in range(0, len(gone), BATCH):
                 chunk = gone[i:i + BATCH]
@@ -304,9 +375,20 @@ class Indexer:
             done += len(batch)
             if self.progress is not None:
                 self.progress(done, total)
-        with self._txn(conn):
-            conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
-                         .values(last_indexed_at=dbmod.now_utc()))
+        for w in work:  # a record processed now keeps its shard open unless it is final and quiet
+            if not w.sealable:
+                shard_state[w.shard][1] = False
+        changed_shards = [{"home_id": home_id, "shard": sd, "dir_sig": st[0], "sealed": st[1], "runs": st[2]}
+                          for sd, st in shard_state.items()
+                          if sd not in shard_rows or tuple(shard_rows[sd]) != tuple(st)]
+        if work or gone or relive or gone_shards or changed_shards:  # a pass that found nothing writes nothing
+            with self._txn(conn):
+                if changed_shards:
+                    conn.execute(sa.delete(shards_t).where(sh.home_id == home_id,
+                                                           sh.shard.in_([x["shard"] for x in changed_shards])))
+                    conn.execute(sa.insert(shards_t), changed_shards)
+                conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
+                             .values(last_indexed_at=dbmod.now_utc()))
 
     def _delete(self, conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
         for t in CHILD_TABLES + (runs_t,) + ((cursors_t,) if with_cursors else ()):
@@ -327,14 +409,30 @@ class Indexer:
         for w in batch:
             prev = full.get(w.name)
             s.records_read += 1
+            mark = {k: len(v) for k, v in out.items()}
             try:
                 self._project(home_id, w, prev, now, out)
-            except RecordError as exc:
-                s.skipped.append(ScanProblem(exc.path, exc.reason))
+                problem = None
+            except RecordError as exc:  # the same classification as reader.scan()
+                problem = ScanProblem(exc.path, exc.reason)
+            except OSError as exc:  # may be transient: the record is retried next pass (racy)
+                problem = ScanProblem(exc.filename or w.path, f"record cannot be read ({exc.strerror or exc})")
+                w.racy = True
+            except Exception as exc:  # noqa: BLE001 - one broken record never hides the others
+                problem = ScanProblem(w.path, f"record cannot be read ({type(exc).__name__}: {exc})")
+                w.racy = True
+            if problem is not None:
+                if w.racy:
+                    w.sealable = False
+                for k, n in mark.items():
+                    del out[k][n:]
+                s.skipped.append(problem)
                 out["index_cursors"].append(self._cursor_row(
-                    home_id, w, now, status="damaged", problem=(exc.path, exc.reason),
+                    home_id, w, now, status="damaged", problem=(problem.path, problem.reason),
                     rewrites=prev.record_rewrites if prev is not None else 0))
                 continue
+            if not out["index_cursors"][-1]["settled"]:
+                w.sealable = False
             if prev is None:
                 s.new += 1
             elif w.racy and prev.dir_sig == w.dsig and prev.events_sig == w.esig and prev.status == "indexed":
@@ -354,7 +452,7 @@ class Indexer:
                     context_ok: bool | None = None, offset: int = 0, torn: bool = False, prefix_len: int = 0,
                     prefix_sha: str | None = None, rewrites: int = 0, state: bytes | None = None) -> dict[str, Any]:
         return {
-            "home_id": home_id, "run_id": w.name, "status": status,
+            "home_id": home_id, "run_id": w.name, "shard": w.shard, "status": status,
             "problem_path": problem[0] if problem else None, "problem": problem[1] if problem else None,
             "settled": settled, "racy": w.racy, "dir_sig": w.dsig, "events_sig": w.esig,
             "files_sig": files_sig, "context_sig": context_sig, "context_ok": context_ok,

@@ -208,6 +208,7 @@ class IndexCursor(Base):
 
     home_id: Mapped[int] = mapped_column(ForeignKey("homes.home_id", ondelete="CASCADE"), primary_key=True)
     run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    shard: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(Text)
     problem: Mapped[str | None] = mapped_column(Text)
     problem_path: Mapped[str | None] = mapped_column(Text)
@@ -227,7 +228,26 @@ class IndexCursor(Base):
     fold_state: Mapped[str | None] = mapped_column(Text)
     indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
+    __table_args__ = (Index("ix_index_cursors_home_id_shard", "home_id", "shard"),)
+
+
+class IndexShard(Base):
+    """The indexer's view of one shard directory (`runs/<xx>/`) of a home.
+
+    `sealed`: every record in it was settled (or damaged) and quiet for SEAL_GRACE when
+    last scanned; while the shard directory's signature (`dir_sig`) is unchanged, a pass
+    does not look inside it at all (a new or removed run changes the directory).
+    """
+
+    __tablename__ = "index_shards"
+
+    home_id: Mapped[int] = mapped_column(ForeignKey("homes.home_id", ondelete="CASCADE"), primary_key=True)
+    shard: Mapped[str] = mapped_column(Text, primary_key=True)
+    dir_sig: Mapped[str | None] = mapped_column(Text)
+    sealed: Mapped[bool] = mapped_column(Boolean)
+    runs: Mapped[int] = mapped_column(Integer)
+
 
 DATA_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses", "runs")
 VIEWS = ("runs_v", "subjects_v", "attempts_v", "usage_streams_v", "tool_uses_v")
-ALL_TABLES = DATA_TABLES + ("index_cursors", "homes", "ledger_meta")
+ALL_TABLES = DATA_TABLES + ("index_cursors", "index_shards", "homes", "ledger_meta")

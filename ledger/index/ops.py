@@ -72,7 +72,8 @@ def _build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | Non
             with conn.begin():
                 dbmod.upgrade(conn)
             summary = Indexer(eng, progress=progress, racy_ns=racy_ns).index(conn, homes)
-            conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+            # outside any transaction (SQLAlchemy would begin one): the raw sqlite3 connection
+            conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL").fetchall()
     except BaseException:
         eng.dispose()
         dbmod.remove_sqlite_files(tmp)
@@ -170,13 +171,22 @@ def _index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
                                            "version with `ledger index --rebuild`")
                 if rebuild or status.kind == "newer":
                     known: list[str] = []
-                    if status.kind in ("ok", "upgrade"):
+                    if status.kind == "upgrade":
+                        with conn.begin():
+                            dbmod.upgrade(conn)
+                        status = dbmod.ServerStatus("ok", revision=dbmod.HEAD)
+                    if status.kind == "ok":
                         with conn.begin():
                             known = [r[0] for r in conn.exec_driver_sql("SELECT path FROM homes ORDER BY home_id")]
                     all_homes = _merge_homes(homes, known)
                     with conn.begin():
-                        dbmod.drop_index_objects(conn)
-                        dbmod.upgrade(conn)
+                        if status.kind == "ok":
+                            # DELETE, not DROP/TRUNCATE: those are not MVCC-safe, a reader whose
+                            # snapshot predates the commit would see the new tables empty
+                            dbmod.clear_index_rows(conn)
+                        else:
+                            dbmod.drop_index_objects(conn)
+                            dbmod.upgrade(conn)
                         summary = Indexer(eng, progress=progress, single_transaction=True,
                                           racy_ns=racy_ns).index(conn, all_homes)
                     summary.rebuilt = True
@@ -229,3 +239,87 @@ def home_id(conn: Any, home: str | os.PathLike[str]) -> int | None:
 
     t = Home.__table__
     return conn.execute(sa.select(t.c.home_id).where(t.c.path == os.path.abspath(os.fspath(home)))).scalar()
+
+
+# --------------------------------------------------------------------------------------
+# `ledger db`
+
+
+def db_status(url: str) -> dict[str, Any]:
+    """{revision, head, status, detail} without changing anything."""
+    out: dict[str, Any] = {"db": dbmod.redact_url(url), "revision": None, "head": dbmod.HEAD, "status": "", "detail": ""}
+    if dbmod.is_sqlite(url):
+        st = dbmod.inspect_sqlite(dbmod.sqlite_path(url))
+        out.update(revision=st.revision, status=st.kind, detail=st.detail)
+        return out
+    eng = dbmod.engine(url)
+    try:
+        with eng.connect() as conn, conn.begin():
+            st2 = dbmod.inspect_server(conn)
+    finally:
+        eng.dispose()
+    out.update(revision=st2.revision, status=st2.kind, detail=st2.detail)
+    return out
+
+
+def db_upgrade(url: str) -> str:
+    """Create the schema (empty index) or migrate it to head; refuse damaged or foreign ones."""
+    if dbmod.is_sqlite(url):
+        path = dbmod.sqlite_path(url)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with dbmod.flock(dbmod.writer_lock(path), exclusive=True):
+            st = dbmod.inspect_sqlite(path)
+            if st.kind == "ok":
+                return f"index {path} is at head ({dbmod.HEAD})"
+            if st.kind == "corrupt":
+                raise IndexError_(f"the index {path} is {st.detail}", hint="rebuild it with `ledger index --rebuild`")
+            with dbmod.flock(dbmod.file_lock(path), exclusive=True):
+                eng = dbmod.engine(url, mode="write")
+                try:
+                    with eng.connect() as conn, conn.begin():
+                        dbmod.upgrade(conn)
+                finally:
+                    eng.dispose()
+            return f"index {path} upgraded from {st.revision or 'empty'} to {dbmod.HEAD}"
+    eng = dbmod.engine(url)
+    try:
+        with eng.connect() as conn, conn.begin():
+            st2 = dbmod.inspect_server(conn)
+            if st2.kind == "ok":
+                return f"index {dbmod.redact_url(url)} is at head ({dbmod.HEAD})"
+            if st2.kind in ("foreign", "newer"):
+                raise IndexError_(f"the database {dbmod.redact_url(url)}: {st2.detail}",
+                                  hint="point --db at an empty database, or `ledger index --rebuild`")
+            dbmod.upgrade(conn)
+            return f"index {dbmod.redact_url(url)} upgraded from {st2.revision or 'empty'} to {dbmod.HEAD}"
+    finally:
+        eng.dispose()
+
+
+def schema_diff(conn: Any) -> list[Any]:
+    """Alembic autogenerate's diff between the models and the database (empty when they agree)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from ledger.index.models import Base
+
+    mc = MigrationContext.configure(conn, opts={"compare_type": True})
+    return compare_metadata(mc, Base.metadata)
+
+
+def db_check(url: str) -> list[str]:
+    """Everything the cheap open-check does, plus PRAGMA quick_check and the schema diff."""
+    problems: list[str] = []
+    st = db_status(url)
+    if st["status"] not in ("ok",):
+        return [f"{st['status']}: {st['detail'] or 'revision ' + str(st['revision'])}"]
+    if dbmod.is_sqlite(url):
+        with reading(url) as conn:
+            res = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
+            if res != ["ok"]:
+                problems.extend(f"quick_check: {r}" for r in res[:20])
+            problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn))
+        return problems
+    with reading(url) as conn:
+        problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn))
+    return problems

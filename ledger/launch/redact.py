@@ -54,8 +54,12 @@ _PATTERNS: list[tuple[tuple[str, ...], bool, re.Pattern[str], str]] = [
     # NAME=value where NAME looks secret (env dumps, .env files, shell traces)
     (("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"), False,
      re.compile(r"((?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*\s*=\s*)"
-                r"(?![\"']?\[REDACTED\])([\"']?)[^\s\"'\\]{8,}\2"), r"\1\2" + MASK + r"\2"),
+                r"(?:(\"|')(?!\[REDACTED\])[^\"'\n\\]+(\2)|(?![\"'\[])[^\s\"'\\]{8,})"),
+     r"\1\2" + MASK + r"\3"),
 ]
+
+_ANY_NEEDLE = re.compile("|".join(
+    ("(?i:" + re.escape(n) + ")") if ci else re.escape(n) for needles, ci, _, _ in _PATTERNS for n in needles))
 
 # Sensitive JSON keys, compared after lower-casing and dropping everything but [a-z0-9].
 _SENSITIVE_KEYS = frozenset({
@@ -154,17 +158,21 @@ class Redactor:
             return s
         if self._literal is not None:
             s = self._literal.sub(MASK, s)
-        low: str | None = None
-        for needles, ci, pattern, repl in _PATTERNS:
-            if ci:
-                if low is None:
-                    low = s.lower()
-                hay = low
-            else:
-                hay = s
-            if any(n in hay for n in needles):
-                s = pattern.sub(repl, s)
-        if '":' in s or '" :' in s or '\\":' in s:
+        # fast path: one search for every needle; most text has none of them
+        if _ANY_NEEDLE.search(s) is not None:
+            low: str | None = None
+            for needles, ci, pattern, repl in _PATTERNS:
+                if ci:
+                    if low is None:
+                        low = s.lower()
+                    hay = low
+                else:
+                    hay = s
+                for n in needles:
+                    if n in hay:
+                        s = pattern.sub(repl, s)
+                        break
+        if '"' in s and (':' in s):
             s = _redact_kv(s)
         return s
 

@@ -130,6 +130,7 @@ class LiveStats:
     tool_calls: int = 0
     api_retries: int = 0
     last_retry: str | None = None
+    retry_log: list[str] = field(default_factory=list)  # what each retry said (first 100)
     last_event_at: float = field(default_factory=time.monotonic)
     changed: bool = False
 
@@ -200,6 +201,9 @@ class Adapter:
 
     def feed(self, obj: dict[str, Any]) -> None:  # pragma: no cover - overridden
         pass
+
+    def flush(self) -> None:
+        """Write pending (coalesced) observations; the runner calls it after every chunk."""
 
     def finish(self, returncode: int | None, stopped_by: str | None) -> None:
         """Called once after the stream ended (EOF or the child was stopped)."""

@@ -26,14 +26,13 @@ Counting rules (DESIGN §3, reference/stream-formats.md §A; measured with 2.1.3
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ledger.launch.adapters.base import Adapter, as_cost, as_count, with_total_input
 
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder for locally made messages
-_FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
-           "cache_write_1h_tokens", "output_tokens")
+_LINE_FIELDS = (("input_tokens", "input_tokens"), ("cache_read_input_tokens", "cache_read_tokens"),
+                ("cache_creation_input_tokens", "cache_write_tokens"), ("output_tokens", "output_tokens"))
 
 
 def _split(total: int | None, m5: int | None, h1: int | None) -> tuple[int | None, int | None]:
@@ -124,6 +123,7 @@ class ClaudeAdapter(Adapter):
         self._msgs: dict[str, dict[str, Any]] = {}          # message id -> {model, fields}
         self._running: dict[str | None, dict[str, int]] = {}  # model -> running sums
         self._peak: dict[str | None, int] = {}
+        self._dirty: set[str | None] = set()
         self._pending_tools: dict[str, str] = {}           # tool_use id -> name
         self._pending_skills: dict[str, str] = {}          # tool_use id -> skill name
         self.skills_ok: list[str] = []
@@ -162,6 +162,8 @@ class ClaudeAdapter(Adapter):
             status = obj.get("error_status")
             err = obj.get("error")
             self.stats.last_retry = " ".join(str(x) for x in (status, err) if x is not None) or "retry"
+            if len(self.stats.retry_log) < 100:
+                self.stats.retry_log.append(self.stats.last_retry)
             self.stats.changed = True
 
     def _assistant(self, obj: dict[str, Any]) -> None:
@@ -205,7 +207,6 @@ class ClaudeAdapter(Adapter):
                     synthetic: bool) -> None:
         if synthetic or usage is None:
             return
-        fields = counters_from_api_usage(usage)
         key = mid or f"anon-{len(self._msgs)}"
         rec = self._msgs.get(key)
         if rec is None:
@@ -214,23 +215,50 @@ class ClaudeAdapter(Adapter):
             self.stats.changed = True
         model = rec["model"]
         f = rec["f"]
-        running = self._running.setdefault(model, {})
+        running = self._running.get(model)
+        if running is None:
+            running = self._running[model] = {}
         changed = False
-        for name in _FIELDS:
-            v = fields.get(name)
-            if v is None:
+        for src, name in _LINE_FIELDS:  # hot path: one line of a fast stream
+            v = usage.get(src)
+            if v.__class__ is not int or v < 0:
                 continue
             prev = f.get(name)
             if prev is None or v > prev:
                 f[name] = v
                 running[name] = running.get(name, 0) + v - (prev or 0)
                 changed = True
+        cc = usage.get("cache_creation")
+        if cc.__class__ is dict:
+            for src, name in (("ephemeral_5m_input_tokens", "cache_write_5m_tokens"),
+                              ("ephemeral_1h_input_tokens", "cache_write_1h_tokens")):
+                v = cc.get(src)
+                if v.__class__ is not int or v < 0:
+                    continue
+                prev = f.get(name)
+                if prev is None or v > prev:
+                    f[name] = v
+                    running[name] = running.get(name, 0) + v - (prev or 0)
+                    changed = True
         if not changed:
             return
-        msg_in = (f.get("input_tokens") or 0) + (f.get("cache_read_tokens") or 0) + (f.get("cache_write_tokens") or 0)
+        msg_in = f.get("input_tokens", 0) + f.get("cache_read_tokens", 0) + f.get("cache_write_tokens", 0)
         if msg_in > self._peak.get(model, 0):
             self._peak[model] = msg_in
-        self.book(f"turn-{self.turn}", model).observe(self._provisional(model))
+        self._dirty.add(model)
+
+    def flush(self) -> None:
+        """Write the provisional cumulative observation of every model that changed.
+
+        Observations are cumulative, so writing only the latest one per batch of lines (the
+        runner flushes after each chunk read from the pipe, and before the result) loses
+        nothing and keeps a fast stream cheap to record."""
+        if not self._dirty:
+            return
+        turn_key = f"turn-{self.turn}"
+        for model in sorted(self._dirty, key=lambda m: m or ""):
+            self.book(turn_key, model).observe(self._provisional(model))
+        self._dirty.clear()
 
     def _provisional(self, model: str | None) -> dict[str, int | None]:
         c: dict[str, int | None] = dict(self._running.get(model, {}))
@@ -247,6 +275,8 @@ class ClaudeAdapter(Adapter):
         content = msg.get("content") if isinstance(msg, dict) else None
         if not isinstance(content, list):
             return
+        meta = obj.get("tool_use_result")
+        meta_failed = isinstance(meta, dict) and meta.get("success") is False
         for block in content:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
@@ -255,12 +285,13 @@ class ClaudeAdapter(Adapter):
                 continue
             self._pending_tools.pop(tid, None)
             skill = self._pending_skills.pop(tid, None)
-            if skill is not None and block.get("is_error") is not True:
+            if skill is not None and block.get("is_error") is not True and not meta_failed:
                 self.skills_ok.append(skill)
 
     # -- the result -----------------------------------------------------------------------
 
     def _result(self, obj: dict[str, Any]) -> None:
+        self.flush()
         self.terminal_count += 1
         if self.terminal_count > 1:
             self.note("more than one result event")
@@ -370,28 +401,10 @@ class ClaudeAdapter(Adapter):
     # -- end --------------------------------------------------------------------------------
 
     def finish(self, returncode: int | None, stopped_by: str | None) -> None:
+        self.flush()
         if self.expect_skill is not None:
             want = self.expect_skill.lstrip("/")
             self.skill_invoked = any(s.lstrip("/") == want or s.lstrip("/").split(":")[-1] == want
                                      for s in self.skills_ok)
         if self.stats.api_retries:
             self.result_fields["api_retries"] = self.stats.api_retries
-
-
-def claude_model_from_argv(argv: list[str]) -> str | None:
-    return _option_value(argv, ("--model",))
-
-
-def _option_value(argv: list[str], names: tuple[str, ...]) -> str | None:
-    value = None
-    for i, a in enumerate(argv[1:], start=1):
-        for n in names:
-            if a == n and i + 1 < len(argv):
-                value = argv[i + 1]
-            elif n.startswith("--") and a.startswith(n + "="):
-                value = a[len(n) + 1:]
-    return value
-
-
-def is_claude(argv0: str) -> bool:
-    return os.path.basename(argv0) in ("claude", "claude-code")

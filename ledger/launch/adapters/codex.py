@@ -47,20 +47,6 @@ def counters_from_codex_usage(u: dict[str, Any]) -> dict[str, int | None]:
     }
 
 
-def codex_model_from_argv(argv: list[str]) -> str | None:
-    value = None
-    for i, a in enumerate(argv[1:], start=1):
-        if a in ("-m", "--model") and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif a.startswith("--model="):
-            value = a[len("--model="):]
-        elif a in ("-c", "--config") and i + 1 < len(argv):
-            kv = argv[i + 1]
-            if kv.replace(" ", "").startswith("model="):
-                value = kv.split("=", 1)[1].strip().strip("\"'")
-    return value
-
-
 def _is_resume(argv: list[str]) -> bool:
     args = argv[1:]
     return "exec" in args and "resume" in args[args.index("exec") + 1:]

@@ -46,16 +46,6 @@ def counters_from_gemini_stats(s: dict[str, Any]) -> dict[str, int | None]:
     return c
 
 
-def gemini_model_from_argv(argv: list[str]) -> str | None:
-    value = None
-    for i, a in enumerate(argv[1:], start=1):
-        if a in ("-m", "--model") and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif a.startswith("--model="):
-            value = a[len("--model="):]
-    return value
-
-
 class GeminiAdapter(Adapter):
     harness = "gemini"
     provider = "google"

@@ -8,6 +8,9 @@ can always be rebuilt. Everything here is therefore derived data, keyed by
   (per-run counters, reported cost, streams / final_streams) so reports aggregate one
   table; `usage_streams` keeps the per-stream maxima (model, final receipt, cache-write
   5m/1h split) for pricing; `subjects`, `attempts`, `tool_uses` hold the other facts.
+- `index_shards` lets a pass skip a whole shard directory whose records are all settled
+  and quiet (its directory signature unchanged), so a no-change pass over a long settled
+  history stats ~256 directories instead of every run.
 - `index_cursors` is the indexer's position in each record (file signatures, byte offset,
   prefix hash, the reducer's fold state); it is written in the same transaction as the
   rows it produced, so a crash never leaves rows without their cursor or the reverse.
@@ -208,6 +211,7 @@ def upgrade() -> None:
         "index_cursors",
         sa.Column("home_id", sa.Integer(), nullable=False),
         sa.Column("run_id", sa.Text(), nullable=False),
+        sa.Column("shard", sa.Text(), nullable=False),
         sa.Column("status", sa.Text(), nullable=False),
         sa.Column("problem", sa.Text(), nullable=True),
         sa.Column("problem_path", sa.Text(), nullable=True),
@@ -230,6 +234,18 @@ def upgrade() -> None:
                                 name="fk_index_cursors_home_id_homes"),
         sa.PrimaryKeyConstraint("home_id", "run_id", name="pk_index_cursors"),
     )
+    op.create_index("ix_index_cursors_home_id_shard", "index_cursors", ["home_id", "shard"])
+    op.create_table(
+        "index_shards",
+        sa.Column("home_id", sa.Integer(), nullable=False),
+        sa.Column("shard", sa.Text(), nullable=False),
+        sa.Column("dir_sig", sa.Text(), nullable=True),
+        sa.Column("sealed", sa.Boolean(), nullable=False),
+        sa.Column("runs", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(["home_id"], ["homes.home_id"], ondelete="CASCADE",
+                                name="fk_index_shards_home_id_homes"),
+        sa.PrimaryKeyConstraint("home_id", "shard", name="pk_index_shards"),
+    )
     counters = ", ".join(f"r.{c}" for c in COUNTERS)
     ucounters = ", ".join(f"u.{c}" for c in COUNTERS)
     for name, body in VIEWS.items():
@@ -242,7 +258,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     for name in reversed(list(VIEWS)):
         op.execute(f"DROP VIEW IF EXISTS {name}")
-    for table in ("index_cursors", "tool_uses", "usage_streams", "attempts", "subjects", "runs",
+    for table in ("index_shards", "index_cursors", "tool_uses", "usage_streams", "attempts", "subjects", "runs",
                   "homes", "ledger_meta"):
         op.drop_table(table)
     if op.get_bind().dialect.name == "sqlite":

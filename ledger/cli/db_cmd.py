@@ -1,0 +1,58 @@
+"""`ledger db`: the index schema's migrations (current, upgrade, check)."""
+
+from __future__ import annotations
+
+import typer
+
+from ledger.cli.common import DbOpt, HomeOpt, JsonOpt, err, handle_errors, print_json
+
+app = typer.Typer(help="Index schema migrations: show the revision, upgrade, check.", no_args_is_help=True)
+
+
+def _url(home, db):
+    import os
+    from pathlib import Path
+
+    from ledger.home import resolve_home
+    from ledger.index import db as dbmod
+
+    return dbmod.resolve_url(Path(os.path.abspath(resolve_home(home))), db)
+
+
+@app.command("current")
+@handle_errors
+def current(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
+    """Print the index's schema revision and the newest one this ledger knows."""
+    from ledger.index.ops import db_status
+
+    st = db_status(_url(home, db))
+    if json_:
+        print_json(st)
+    else:
+        print(f"{st['revision'] or '(none)'} (head {st['head']}; {st['status']}{': ' + st['detail'] if st['detail'] else ''})")
+
+
+@app.command("upgrade")
+@handle_errors
+def upgrade(home: HomeOpt = None, db: DbOpt = None) -> None:
+    """Create the index schema or upgrade it to the newest revision (no indexing)."""
+    from ledger.index.ops import db_upgrade
+
+    err(db_upgrade(_url(home, db)))
+
+
+@app.command("check")
+@handle_errors
+def check(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
+    """Check the index thoroughly: header, revision, PRAGMA quick_check, schema vs models."""
+    from ledger.index.ops import db_check
+
+    problems = db_check(_url(home, db))
+    if json_:
+        print_json({"ok": not problems, "problems": problems})
+    else:
+        for p in problems:
+            err(f"problem: {p}")
+        err("index ok" if not problems else "index has problems; fix with `ledger index --rebuild`")
+    if problems:
+        raise typer.Exit(1)

@@ -1,0 +1,76 @@
+"""`ledger index`: bring the SQL index up to date with the run records (incremental)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ledger.cli.common import DbOpt, JsonOpt, err, handle_errors, print_json
+
+HomesOpt = Annotated[list[Path] | None, typer.Option(
+    "--home", help="Ledger home to index; repeat for several homes in one database "
+                   "(default: $LEDGER_HOME or the user data dir).", show_default=False)]
+
+
+@handle_errors
+def index(
+    home: HomesOpt = None,
+    db: DbOpt = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild the index from the records (atomically swapped in).")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Index run records into SQLite (default: <home>/index.sqlite) or any SQLAlchemy URL.
+
+    Only what changed is read: new runs, appended events, rewritten files (flagged as an
+    evidence gap). Damaged records are listed and skipped. A summary goes to stderr
+    (or, with --json, to stdout as JSON).
+    """
+    import os
+    import sys
+
+    from ledger.home import resolve_home
+    from ledger.index import db as dbmod
+    from ledger.index.ops import index_homes
+
+    homes = [Path(os.path.abspath(h)) for h in (home or [resolve_home(None)])]
+    url = dbmod.resolve_url(homes[0], db)
+    with _progress(sys.stderr.isatty()) as progress:
+        summary = index_homes(homes, url, rebuild=rebuild, notify=err, progress=progress)
+    for p in summary.skipped:
+        err(f"skipped damaged record {p.path}: {p.reason}")
+    err(summary.line())
+    if json_:
+        print_json(summary.to_dict())
+
+
+class _progress:
+    """A Rich progress bar on stderr, only when stderr is a terminal and there is real work."""
+
+    MIN_WORK = 200
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar = None
+        self.task = None
+
+    def __enter__(self):
+        return self.update if self.enabled else None
+
+    def update(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if total < self.MIN_WORK:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("index", total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

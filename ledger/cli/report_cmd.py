@@ -1,0 +1,99 @@
+"""`ledger report`: tokens, cost and outcomes per day / week / month / run / model / ...
+
+Thin layer: parses options, calls ledger.report.service.build_report, prints.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_json
+
+KINDS = ("daily", "weekly", "monthly", "run", "session", "model", "harness", "skill", "subject", "repo", "host")
+ListOpt = list[str] | None
+
+
+def _filter(name: str, what: str) -> object:
+    return typer.Option(f"--{name}", help=f"Only runs with this {what} (repeat for several; `*` is a wildcard).",
+                        show_default=False)
+
+
+@handle_errors
+def report(
+    kind: Annotated[str, typer.Argument(help="daily | weekly | monthly | run | session | model | harness | skill | subject | repo | host",
+                                        show_default=True)] = "daily",
+    since: Annotated[str | None, typer.Option("--since", help="First day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Last day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
+    tz: Annotated[str | None, typer.Option("--tz", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
+    week_start: Annotated[str, typer.Option("--week-start", help="monday | sunday (weekly reports).")] = "monday",
+    harness: Annotated[ListOpt, _filter("harness", "harness (claude, codex, gemini, command)")] = None,
+    model: Annotated[ListOpt, _filter("model", "model (the launched model or any model it used)")] = None,
+    skill: Annotated[ListOpt, _filter("skill", "skill")] = None,
+    subject: Annotated[ListOpt, _filter("subject", "subject selector (e.g. task:LOO-1)")] = None,
+    repo: Annotated[ListOpt, _filter("repo", "repository")] = None,
+    host: Annotated[ListOpt, _filter("host", "host")] = None,
+    outcome: Annotated[ListOpt, typer.Option("--outcome", help="completed | failed | interrupted | abandoned | running | unknown (repeatable).", show_default=False)] = None,
+    by: Annotated[str | None, typer.Option("--by", help="subject | skill: the evaluation view (same as the subject / skill reports).", show_default=False)] = None,
+    breakdown: Annotated[bool, typer.Option("--breakdown", help="Per-model rows under each group.")] = False,
+    order: Annotated[str | None, typer.Option("--order", help="asc | desc (default: time reports oldest first, others most expensive first).", show_default=False)] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many rows (totals still cover every matching run).", show_default=False, min=0)] = None,
+    cost: Annotated[str, typer.Option("--cost", help="auto (provider's receipt, else estimate) | reported | estimated.")] = "auto",
+    home: HomeOpt = None,
+    db: DbOpt = None,
+    json_: JsonOpt = False,
+    csv_: CsvOpt = False,
+) -> None:
+    """Tokens, cost and outcomes of runs, grouped by day, week, month, run, model, skill, subject...
+
+    Read from the index (brought up to date with the records first). A run belongs to the
+    bucket of its start time in --tz. Unknown costs are never counted as $0: a group with
+    some is `partial`, and a warning on stderr names the unpriced model. See docs/report.md.
+    """
+    exclusive_formats(json_, csv_)
+    if kind not in KINDS:
+        raise typer.BadParameter(f"expected one of {', '.join(KINDS)}", param_hint="KIND")
+    if by is not None:
+        if by not in ("subject", "skill"):
+            raise typer.BadParameter("expected subject or skill", param_hint="--by")
+        if kind not in ("daily", by):
+            raise typer.BadParameter(f"--by {by} is the `{by}` report; it cannot be combined with `{kind}`",
+                                     param_hint="--by")
+        kind = by
+    for name, value, choices in (("--week-start", week_start, ("monday", "sunday")), ("--order", order, ("asc", "desc")),
+                                 ("--cost", cost, ("auto", "reported", "estimated"))):
+        if value is not None and value not in choices:
+            raise typer.BadParameter(f"expected one of {', '.join(choices)}", param_hint=name)
+
+    from ledger.home import resolve_home
+    from ledger.report.aggregate import ReportQuery
+    from ledger.report.buckets import parse_day, resolve_zone
+    from ledger.report.service import build_report
+
+    zone, zone_name = resolve_zone(tz)
+    q = ReportQuery(
+        kind=kind, zone=zone, zone_name=zone_name,
+        since=parse_day(since, "--since") if since else None,
+        until=parse_day(until, "--until") if until else None,
+        week_start=week_start,
+        filters={k: v for k, v in (("harness", harness), ("model", model), ("skill", skill), ("subject", subject),
+                                   ("repo", repo), ("host", host), ("outcome", outcome)) if v},
+        breakdown=breakdown, order=order, limit=limit, cost=cost,
+    )
+    rep = build_report(resolve_home(home), db, q, notify=err)
+    from ledger.report import render
+
+    for line in render.warnings(rep):
+        err(line)
+    if json_:
+        print_json(rep.to_dict())
+    elif csv_:
+        import sys
+
+        sys.stdout.write(render.to_csv(rep))
+        sys.stdout.flush()
+    else:
+        render.print_table(rep)
+        for line in render.notes(rep):
+            err(line)

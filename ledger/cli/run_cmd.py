@@ -1,0 +1,167 @@
+"""`ledger run [OPTIONS] -- CMD [ARGS...]`: launch an agent or any command and record it.
+
+The options are read from the command's extra arguments by a small parser here instead of
+being declared as Typer options: Typer coerces every declared non-flag option through a
+Pydantic adapter, and importing Pydantic alone costs ~50 ms, which the launch budget
+(`ledger run -- true` within 150 ms of `true`, DESIGN §7) cannot afford. `--help` still
+documents them (the docstring below); errors are usage errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from ledger.cli.common import handle_errors
+
+RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+# name -> (key, kind): kind is "value", "multi" (repeatable value) or "flag"
+_OPTIONS: dict[str, tuple[str, str]] = {
+    "--harness": ("harness", "value"), "--subject": ("subject", "multi"), "--skill": ("skill", "value"),
+    "--model": ("model", "value"), "--timeout": ("timeout", "value"), "--home": ("home", "value"),
+    "--json": ("json", "flag"), "--redact": ("redact", "multi"), "--expect-skill": ("expect_skill", "value"),
+    "--max-cost": ("max_cost", "value"), "--progress": ("progress", "flag"),
+    "--no-progress": ("no_progress", "flag"),
+}
+HARNESS_CHOICES = ("auto", "claude", "codex", "gemini", "command")
+
+
+def parse_run_args(args: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Split `[OPTIONS] CMD ARGS...` into ledger's options and the command.
+
+    The command starts at the first argument that is not one of ledger's options (Typer has
+    already consumed a `--` separator); everything from there on belongs to the command.
+    """
+    opts: dict[str, Any] = {"subject": [], "redact": []}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        name, eq, inline = a.partition("=")
+        if not a.startswith("--") or name not in _OPTIONS:
+            if a.startswith("-") and a != "-" and not opts.get("_command_started"):
+                raise typer.BadParameter(
+                    f"no such option: {a} (put the command after `--`: `ledger run [OPTIONS] -- CMD ...`)")
+            break
+        key, kind = _OPTIONS[name]
+        if kind == "flag":
+            if eq:
+                raise typer.BadParameter(f"{name} does not take a value")
+            opts[key] = True
+            i += 1
+            continue
+        if eq:
+            value = inline
+            i += 1
+        else:
+            if i + 1 >= len(args):
+                raise typer.BadParameter(f"{name} needs a value")
+            value = args[i + 1]
+            i += 2
+        if kind == "multi":
+            opts[key].append(value)
+        else:
+            opts[key] = value
+    return opts, args[i:]
+
+
+def _float(opts: dict[str, Any], key: str, flag: str) -> float | None:
+    v = opts.get(key)
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except ValueError:
+        raise typer.BadParameter(f"{flag} expects a number, got {v!r}") from None
+    if f != f or f in (float("inf"), float("-inf")):
+        raise typer.BadParameter(f"{flag} expects a finite number, got {v!r}")
+    return f
+
+
+@handle_errors
+def run(ctx: typer.Context) -> None:
+    """Run an agent (Claude Code, Codex, Gemini) or any command headless and record it.
+
+    ledger reads the agent's stdout itself, keeps the redacted raw stream as evidence, maps
+    it to usage and conversation events, and exits with the agent's exit code (124 on
+    --timeout, 125 on --max-cost, 128+N when stopped by signal N). For agents the final
+    answer is printed on stdout; a plain command's stdout passes through unchanged (to
+    stderr with --json, so that stdout holds one JSON object).
+
+    \b
+    Usage: ledger run [OPTIONS] -- CMD [ARGS...]
+    \b
+    Options:
+      --harness auto|claude|codex|gemini|command
+                              how to read the stream (auto: the executable's name)
+      --subject SEL           what the run is for, e.g. task:LOO-265 (repeatable)
+      --skill NAME            the skill this run exercises (recorded)
+      --model NAME            the model (default: the harness's own model flag)
+      --timeout SECONDS       stop the agent after SECONDS (outcome interrupted)
+      --home PATH             ledger home (default: $LEDGER_HOME or the user data dir)
+      --json                  print one JSON object: run id, outcome, tokens, cost, evidence
+      --redact NAME           another env var whose value must never be persisted (repeatable)
+      --expect-skill NAME     skill-not-invoked unless the stream proves a successful
+                              Skill tool call of NAME
+      --max-cost USD          stop the agent once its running cost passes USD
+      --progress/--no-progress
+                              live progress on stderr (default: when it is a terminal)
+    """
+    opts, command = parse_run_args(list(ctx.args))
+    if not command:
+        raise typer.BadParameter("no command given: put it after `--`, e.g. `ledger run -- true`")
+    harness = opts.get("harness") or "auto"
+    if harness not in HARNESS_CHOICES:
+        raise typer.BadParameter(f"--harness must be one of {', '.join(HARNESS_CHOICES)}, got {harness!r}")
+    timeout = _float(opts, "timeout", "--timeout")
+    if timeout is not None and timeout <= 0:
+        raise typer.BadParameter("--timeout must be positive")
+    max_cost = _float(opts, "max_cost", "--max-cost")
+    if max_cost is not None and max_cost < 0:
+        raise typer.BadParameter("--max-cost must not be negative")
+    progress = True if opts.get("progress") else (False if opts.get("no_progress") else None)
+    json_ = bool(opts.get("json"))
+    from ledger.home import resolve_home
+    from ledger.launch.runner import RunOptions, launch
+
+    result = launch(RunOptions(
+        argv=command, home=resolve_home(opts.get("home")), harness=harness, subjects=opts["subject"],
+        skill=opts.get("skill"), model=opts.get("model"), timeout=timeout, redact=opts["redact"],
+        expect_skill=opts.get("expect_skill"), max_cost=max_cost, progress=progress, json_output=json_,
+    ))
+    if json_:
+        from ledger.cli.common import print_json
+
+        print_json(result.to_json())
+    elif result.harness != "command" and result.final_answer:
+        sys.stdout.write(result.final_answer if result.final_answer.endswith("\n") else result.final_answer + "\n")
+        sys.stdout.flush()
+    if not json_:
+        if result.returncode is None and result.error:
+            print(f"ledger: {result.error}", file=sys.stderr)
+        elif result.outcome != "completed" and result.harness != "command":
+            why = result.stop_reason or result.error or (result.evidence_reasons[0] if result.evidence_reasons else None)
+            print(f"ledger: run {result.run_id} {result.outcome}" + (f" ({why})" if why else ""), file=sys.stderr)
+    _exit(result.exit_code)
+
+
+def _exit(code: int) -> None:
+    """Exit with the child's code. In a real process (not under a test runner that swapped
+    sys.stdout), everything is settled and flushed by now, so skip the interpreter teardown
+    (~30 ms, mostly Typer's Pydantic import) with os._exit; LEDGER_NO_FAST_EXIT=1 disables it."""
+    import os
+
+    if (sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__
+            and os.environ.get("LEDGER_NO_FAST_EXIT") != "1"):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os._exit(code)
+    raise typer.Exit(code)

@@ -1,0 +1,142 @@
+"""Read runs back from the index as RunSnapshot objects (the `ledger runs` / `show` answers).
+
+The JSON printed from these snapshots is byte-identical to the records path: the same
+dataclasses and `to_dict()` / `views.snapshot_detail()` are used, the columns round-trip
+exactly (UTC microsecond timestamps, BIGINT counters, double-precision costs), and the
+detail of one run (its streams, attempts, tool uses) is rendered from the reducer state
+stored with the record's cursor, i.e. exactly what the records reader computes.
+Liveness of unsettled runs is recomputed here, at query time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+
+from ledger.errors import AmbiguousRun, LedgerError, RecordError, RunNotFound
+from ledger.index.indexer import launcher_dict
+from ledger.index.models import IndexCursor, Run, RunSubject
+from ledger.records.fold import stream_totals
+from ledger.records.ids import PREFIX
+from ledger.records.liveness import liveness
+from ledger.records.model import RunSnapshot, ScanProblem, Subject, UsageTotals
+from ledger.records.timefmt import format_utc
+
+runs_t = Run.__table__
+subjects_t = RunSubject.__table__
+cursors_t = IndexCursor.__table__
+
+_USAGE = ("input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens", "context_window_tokens",
+          "reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
+_COLS = [runs_t.c[n] for n in (
+    "run_id", "parent_run_id", "repo", "worktree", "skill", "outcome", "created_at", "ended_at", "streams",
+    "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "settled",
+    "host", "boot_id", "launcher_pid", "launcher_start_ticks", "cwd", "path", "provider_session_id",
+    "final_answer", "api_retries", "skill_invoked")]
+
+
+def _state(r: Any) -> str:
+    if r.settled:
+        return "settled"
+    return liveness(r.host or "", r.boot_id, launcher_dict(r.launcher_pid, r.launcher_start_ticks))
+
+
+def _snapshot(r: Any, subjects: list[Subject]) -> RunSnapshot:
+    usage = UsageTotals(streams=r.streams, final_streams=r.final_streams, gaps=r.usage_gaps,
+                        cost_usd=r.cost_usd, **{n: getattr(r, n) for n in _USAGE})
+    return RunSnapshot(
+        id=r.run_id, parent_run_id=r.parent_run_id, repo=r.repo, worktree=r.worktree, subjects=subjects,
+        skill=r.skill, outcome=r.outcome, started=format_utc(r.created_at), ended=format_utc(r.ended_at),
+        usage=usage, evidence_gaps=r.evidence_gaps, harness=r.harness, model=r.model, surface=r.surface,
+        state=_state(r), host=r.host, cwd=r.cwd, path=r.path, provider_session_id=r.provider_session_id,
+        final_answer=r.final_answer, api_retries=r.api_retries, skill_invoked=r.skill_invoked,
+    )
+
+
+def _subjects(conn: Any, home_id: int, where: Any = None) -> dict[str, list[Subject]]:
+    s = subjects_t.c
+    q = sa.select(s.run_id, s.selector, s.source).where(s.home_id == home_id)
+    if where is not None:
+        q = q.where(where)
+    out: dict[str, list[Subject]] = {}
+    for run_id, selector, source in conn.execute(q.order_by(s.run_id, s.position)):
+        out.setdefault(run_id, []).append(Subject(selector, source))
+    return out
+
+
+def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[RunSnapshot]:
+    """Snapshots of a home's runs: every run with `all_`, else the candidates of the default
+    selection (recent runs and every unsettled run; views.select_runs picks exactly)."""
+    if home_id is None:
+        return []
+    r = runs_t.c
+    cond = [r.home_id == home_id]
+    sub_cond = None
+    if not all_:
+        now = now or datetime.now(timezone.utc)
+        from ledger.views import RECENT_DAYS
+
+        cutoff = now - timedelta(days=RECENT_DAYS + 1)
+        cond.append(sa.or_(r.created_at >= cutoff, r.settled == sa.false()))
+        rs = runs_t.alias("rs")
+        sub_cond = sa.exists().where(rs.c.home_id == subjects_t.c.home_id, rs.c.run_id == subjects_t.c.run_id,
+                                     sa.or_(rs.c.created_at >= cutoff, rs.c.settled == sa.false()))
+    subjects = _subjects(conn, home_id, sub_cond)
+    return [_snapshot(row, subjects.get(row.run_id, [])) for row in conn.execute(sa.select(*_COLS).where(*cond))]
+
+
+def damaged(conn: Any, home_id: int | None) -> list[ScanProblem]:
+    if home_id is None:
+        return []
+    c = cursors_t.c
+    q = sa.select(c.problem_path, c.problem).where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)
+    return [ScanProblem(p, reason) for p, reason in conn.execute(q)]
+
+
+def _prefix_match(col: Any, sel: str) -> Any:
+    n = len(sel)
+    return sa.or_(sa.func.substr(col, 1, n) == sel,
+                  sa.and_(sa.func.substr(col, 1, len(PREFIX)) == PREFIX, sa.func.substr(col, len(PREFIX) + 1, n) == sel))
+
+
+def resolve(conn: Any, home_id: int | None, selector: str) -> str:
+    """A unique-prefix selector (with or without `run_`) -> run id, by the records' rules.
+
+    Damaged records take part (as in the records path) and raise their RecordError.
+    """
+    sel = (selector or "").strip()
+    if not sel:
+        raise LedgerError("Run id cannot be empty", hint="list ids with `ledger runs`")
+    c = cursors_t.c
+    rows = [] if home_id is None else conn.execute(
+        sa.select(c.run_id, c.status, c.problem_path, c.problem)
+        .where(c.home_id == home_id, _prefix_match(c.run_id, sel))).all()
+    if not rows:
+        raise RunNotFound(f"Run {sel} was not found", hint="list ids with `ledger runs --all`")
+    if len(rows) > 1:
+        raise AmbiguousRun(f"Run prefix {sel} is ambiguous", hint="give more characters of the id (`ledger runs --all`)")
+    run_id, status, ppath, problem = rows[0]
+    if status == "damaged":
+        raise RecordError(ppath, problem)
+    return run_id
+
+
+def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
+    """The full snapshot of one run (streams, attempts, tool uses from the stored fold state)."""
+    run_id = resolve(conn, home_id, selector)
+    r = runs_t.c
+    row = conn.execute(sa.select(*_COLS).where(r.home_id == home_id, r.run_id == run_id)).one()
+    snap = _snapshot(row, _subjects(conn, home_id, subjects_t.c.run_id == run_id).get(run_id, []))
+    c = cursors_t.c
+    raw = conn.execute(sa.select(c.fold_state).where(c.home_id == home_id, c.run_id == run_id)).scalar_one()
+    state = orjson.loads(raw)
+    snap.streams = stream_totals(state)
+    snap.attempts = sorted(state["attempts"].values(), key=lambda a: a["attempt_key"])
+    snap.tool_uses = dict(state["tools"])
+    snap.api_retries = state["retries"]
+    snap.skill_invoked = state["skill_invoked"]
+    snap.final_answer = state["answer"]
+    return snap

@@ -1,0 +1,21 @@
+"""Any command: no stream to parse; exit status, duration and output tails only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.launch.adapters.base import Adapter
+
+
+class CommandAdapter(Adapter):
+    harness = "command"
+    provider = None
+    parses_stream = False
+    terminal_types = ()
+
+    def feed(self, obj: dict[str, Any]) -> None:  # never called: stdout is not parsed
+        pass
+
+    def finish(self, returncode: int | None, stopped_by: str | None) -> None:
+        if self.expect_skill is not None:
+            self.skill_invoked = False

@@ -1,0 +1,89 @@
+"""Live progress of `ledger run` on stderr: elapsed, model calls, tools, tokens, cost.
+
+On a terminal one status line is redrawn in place (at most 5 times a second); otherwise
+(`--progress` with stderr redirected) a plain line is printed every few seconds. API
+retries are always printed loudly on their own line; a heartbeat says when the agent has
+been quiet for a while.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+HEARTBEAT_SECS = 10.0
+
+
+def _fmt_tokens(n: int | None) -> str:
+    if n is None:
+        return "?"
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 10_000:
+        return f"{n / 1000:.0f}k"
+    return f"{n:,}"
+
+
+class Progress:
+    def __init__(self, enabled: bool, tty: bool, fd: int = 2) -> None:
+        self.enabled = enabled
+        self.tty = tty
+        self.fd = fd
+        self.started = time.monotonic()
+        self._last_draw = 0.0
+        self._drawn = False
+        self._last_retries = 0
+        self._last_heartbeat = 0.0
+        self.interval = 0.2 if tty else 5.0
+
+    def _write(self, text: str) -> None:
+        try:
+            os.write(self.fd, text.encode("utf-8", "replace"))
+        except OSError:
+            self.enabled = False
+
+    def line(self, text: str) -> None:
+        """A message on its own line (the status line is redrawn after it)."""
+        if not self.enabled:
+            return
+        self._write(("\r\x1b[K" if self.tty and self._drawn else "") + text + "\n")
+        self._drawn = False
+
+    def update(self, stats: Any, tokens: dict[str, Any], cost: float | None, cost_basis: str | None,
+               force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        while stats.api_retries > self._last_retries:
+            self._last_retries += 1
+            n = self._last_retries
+            what = stats.retry_log[n - 1] if n - 1 < len(stats.retry_log) else None
+            self.line(f"ledger: API retry #{n}" + (f" ({what})" if what else "") + " — the provider is failing")
+        quiet = now - stats.last_event_at
+        if quiet >= HEARTBEAT_SECS and now - self._last_heartbeat >= HEARTBEAT_SECS and not self.tty:
+            self._last_heartbeat = now
+            self.line(f"ledger: {now - self.started:.0f}s elapsed, agent quiet for {quiet:.0f}s")
+        if not force and now - self._last_draw < self.interval:
+            return
+        self._last_draw = now
+        inp = tokens.get("total_input_tokens", tokens.get("input_tokens"))
+        parts = [f"ledger: {now - self.started:5.1f}s", f"{stats.model_calls} model calls",
+                 f"{stats.tool_calls} tools", f"in {_fmt_tokens(inp)} out {_fmt_tokens(tokens.get('output_tokens'))}"]
+        if cost is not None:
+            parts.append(f"${cost:.4f}" + (" est" if cost_basis == "estimated" else ""))
+        if stats.api_retries:
+            parts.append(f"{stats.api_retries} API retries")
+        if quiet >= HEARTBEAT_SECS:
+            parts.append(f"quiet {quiet:.0f}s")
+        text = " · ".join(parts)
+        if self.tty:
+            self._write("\r\x1b[K" + text)
+            self._drawn = True
+        else:
+            self._write(text + "\n")
+
+    def close(self) -> None:
+        if self.enabled and self.tty and self._drawn:
+            self._write("\r\x1b[K")
+            self._drawn = False

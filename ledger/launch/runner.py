@@ -1,0 +1,548 @@
+"""`ledger run`: launch a command or an agent headless and record it as a run.
+
+Orchestration (DESIGN §2, §3, §5):
+
+1. choose the harness (from the executable's basename with `auto`) and the model (ledger's
+   `--model`, else the harness's own model flag), build the redactor from the child's
+   environment, publish the run (`RunCapture`: manifest with host, boot id and the
+   launcher's pid + start ticks, so a SIGKILLed launcher later reads as `abandoned`);
+2. start the child in its own process group (stdin passed through, `LF_RUN_ID` /
+   `LF_RUN_DIR` / `LEDGER_RUN_*` exported) and read its stdout in this process: each line
+   is kept in a bounded raw capture and, for agent harnesses, parsed strictly and fed to
+   the harness adapter, which writes text / tool_use / usage / conversation events;
+3. stop the child on `--timeout`, on SIGINT / SIGTERM / SIGHUP to ledger, or when the
+   running cost passes `--max-cost` (SIGTERM to the group, a grace period, SIGKILL);
+4. write the redacted raw stream and the stderr tail into the record (`streams/`), bound
+   by sha256 and size in the `result` event, together with the evidence status
+   (`verified` / `unverifiable` + reasons), the exit status and why ledger stopped it;
+5. settle `completed` / `failed` / `interrupted` and return what the CLI prints.
+
+The `result` event carries only ledger additions (unknown fields are fine for v1 readers);
+no new event type is invented.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ledger.errors import LedgerError
+from ledger.launch.adapters import adapter_class, detect_harness, model_from_argv, prompt_from_argv
+from ledger.launch.adapters.base import Adapter
+from ledger.launch.capture import DEFAULT_CAPTURE_BYTES, LineSplitter, RawCapture, StrictParser, TailBuffer
+from ledger.launch.process import ChildProcess, _write_all, exit_code_for
+from ledger.launch.progress import Progress
+from ledger.launch.redact import Redactor
+from ledger.launch.sessions import SessionStore
+
+STREAM_BLOB = "streams/stdout.jsonl"
+STDOUT_TAIL_BLOB = "streams/stdout-tail.txt"
+STDERR_TAIL_BLOB = "streams/stderr-tail.txt"
+TICK_SECS = 0.1
+EXIT_TIMEOUT = 124
+EXIT_MAX_COST = 125
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SKIP_PERMISSION_FLAGS = ("--dangerously-skip-permissions", "--dangerously-bypass-approvals-and-sandbox",
+                          "--yolo", "-y")
+
+
+@dataclass
+class RunOptions:
+    argv: Sequence[str]
+    home: Path
+    harness: str = "auto"
+    subjects: Sequence[str] = ()
+    skill: str | None = None
+    model: str | None = None
+    timeout: float | None = None
+    redact: Sequence[str] = ()
+    expect_skill: str | None = None
+    max_cost: float | None = None
+    progress: bool | None = None          # None: when stderr is a terminal
+    json_output: bool = False
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None  # the child's environment (default: ours)
+    grace_secs: float = 5.0               # SIGTERM -> SIGKILL
+    drain_secs: float = 2.0               # after the child exits, wait this long for EOF
+    capture_bytes: int = DEFAULT_CAPTURE_BYTES
+    stdout_fd: int = 1                    # where a command's stdout is passed through
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    path: str
+    harness: str
+    model: str | None
+    outcome: str
+    exit_code: int
+    returncode: int | None
+    stop_reason: str | None
+    duration_secs: float
+    evidence: str
+    evidence_reasons: list[str]
+    tokens: dict[str, int | None]
+    cost_usd: float | None
+    cost_basis: str | None
+    cost_note: str | None
+    final_answer: str | None
+    provider_session_id: str | None
+    api_retries: int
+    skill_invoked: bool | None
+    final_streams: int
+    streams: int
+    raw_stream: dict[str, Any] | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "path": self.path, "harness": self.harness, "model": self.model,
+            "outcome": self.outcome, "exit_code": self.exit_code, "stop_reason": self.stop_reason,
+            "duration_secs": round(self.duration_secs, 6), "evidence": self.evidence,
+            "evidence_reasons": self.evidence_reasons, "tokens": self.tokens, "cost_usd": self.cost_usd,
+            "cost_basis": self.cost_basis, "cost_note": self.cost_note,
+            "provider_session_id": self.provider_session_id, "api_retries": self.api_retries,
+            "skill_invoked": self.skill_invoked, "usage_streams": self.streams,
+            "final_streams": self.final_streams, "raw_stream": self.raw_stream,
+            "final_answer": self.final_answer, "error": self.error, **self.extra,
+        }
+
+
+TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+              "reasoning_tokens", "total_input_tokens")
+
+
+class _Signals:
+    """SIGINT/SIGTERM/SIGHUP to ledger: remember them; the loop stops the child."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            try:
+                self._previous[sig] = signal.signal(sig, self._handler)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.received.append(signum)
+
+    def restore(self) -> None:
+        for sig, prev in self._previous.items():
+            try:
+                signal.signal(sig, prev)
+            except (ValueError, OSError, TypeError):
+                pass
+
+
+def _launch_request(harness: str, argv: list[str], redactor: Redactor) -> dict[str, Any] | None:
+    """Manifest `launch` (Loopflow's RunLaunchRequest shape), prompts redacted."""
+    if harness == "command":
+        return None
+    system, task = prompt_from_argv(harness, argv)
+    max_turns = None
+    for i, a in enumerate(argv):
+        if a == "--max-turns" and i + 1 < len(argv) and argv[i + 1].isdigit():
+            max_turns = int(argv[i + 1])
+    return {
+        "system_prompt": redactor.text(system or ""), "task_prompt": redactor.text(task or ""),
+        "agent": harness, "account_id": None, "max_turns": max_turns, "write_scope": "configured",
+        "execution_boundary": None, "skip_permissions": any(a in _SKIP_PERMISSION_FLAGS for a in argv),
+        "chrome": False,
+    }
+
+
+def running_cost(adapter: Adapter) -> tuple[float | None, str | None, str | None]:
+    """(cost, basis, note): the provider's cost when every stream has one, else an estimate
+    from a price table (genai-prices, imported only now), else unknown."""
+    books = list(adapter.books.values())
+    if not books:
+        return None, None, "no usage observed"
+    if all(b.cost is not None for b in books):
+        return sum(b.cost for b in books), "provider", None  # type: ignore[misc]
+    from ledger.pricing import estimate_cost, price_data_version
+
+    total = 0.0
+    for b in books:
+        if b.cost is not None and b.final:
+            total += b.cost
+            continue
+        cost, why = estimate_cost(adapter.provider, b.model, b.counters)
+        if cost is None:
+            return None, None, why
+        total += cost
+    return total, "estimated", price_data_version()
+
+
+class Launcher:
+    """One `ledger run`. Use `run()`; everything it records goes through RunCapture."""
+
+    def __init__(self, opts: RunOptions) -> None:
+        self.o = opts
+        argv = list(opts.argv)
+        if not argv:
+            raise LedgerError("no command to run", hint="put the command after `--`: `ledger run -- claude -p ...`")
+        self.argv = argv
+        harness = opts.harness if opts.harness != "auto" else detect_harness(argv)
+        if harness not in ("claude", "codex", "gemini", "command"):
+            raise LedgerError(f"unknown harness {harness!r}", hint="use --harness auto|claude|codex|gemini|command")
+        self.harness = harness
+        self.model = opts.model or model_from_argv(harness, argv)
+        self.env = dict(opts.env if opts.env is not None else os.environ)
+        self.redactor = Redactor.from_env(self.env, opts.redact)
+        self.signals = _Signals()
+        self.stderr_tty = os.isatty(2)
+        show = opts.progress if opts.progress is not None else self.stderr_tty
+        self.progress = Progress(bool(show), self.stderr_tty)
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        from ledger.records.writer import RunCapture
+
+        o = self.o
+        skill = o.skill or o.expect_skill
+        capture = RunCapture(
+            o.home, harness=self.harness, model=self.model, skill=skill, subjects=list(o.subjects),
+            launch=_launch_request(self.harness, self.argv, self.redactor), env=self.env,
+            cwd=o.cwd or os.getcwd(),
+        )
+        self.capture = capture
+        try:
+            return self._run(capture)
+        except BaseException:
+            if capture.settled is None:
+                try:
+                    capture.settle("failed")
+                except Exception:  # noqa: BLE001 - already failing; the record stays unsettled
+                    pass
+            raise
+
+    def _child_env(self, capture: Any) -> dict[str, str]:
+        env = dict(self.env)
+        path = os.fspath(capture.path)
+        for k in ("LF_PARENT_RUN_ID",):
+            env.pop(k, None)
+        env.update({"LF_RUN_ID": capture.run_id, "LF_RUN_DIR": path,
+                    "LEDGER_RUN_ID": capture.run_id, "LEDGER_RUN_DIR": path})
+        if capture.manifest.parent_run_id:
+            env["LF_PARENT_RUN_ID"] = capture.manifest.parent_run_id
+        return env
+
+    def _run(self, capture: Any) -> RunResult:
+        o = self.o
+        cls = adapter_class(self.harness)
+        sessions = SessionStore(o.home) if cls.parses_stream else None
+        adapter = cls(capture, redactor=self.redactor, model=self.model, argv=self.argv, sessions=sessions,
+                      run_id=capture.run_id, expect_skill=o.expect_skill)
+        self.adapter = adapter
+        adapter.start()
+        parses = adapter.parses_stream
+        passthrough_fd = None if parses else (2 if o.json_output else o.stdout_fd)
+
+        self.signals.install()
+        started = time.monotonic()
+        try:
+            try:
+                child = ChildProcess(self.argv, env=self._child_env(capture), cwd=o.cwd,
+                                     stderr_passthrough=True)
+            except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
+                return self._spawn_failed(capture, adapter, exc, started)
+            self.child = child
+            result = self._consume(capture, adapter, child, started, parses, passthrough_fd)
+        finally:
+            self.signals.restore()
+            self.progress.close()
+        return result
+
+    def _spawn_failed(self, capture: Any, adapter: Adapter, exc: OSError, started: float) -> RunResult:
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        msg = self.redactor.text(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")
+        if adapter.provider is not None:
+            capture.emit("provider_attempt_finished", attempt_key=adapter.attempt_key, outcome="failed")
+        duration = time.monotonic() - started
+        capture.emit("result", outcome="failed", duration_secs=duration, exit_code=code, returncode=None,
+                     stop_reason=None, evidence="unverifiable" if adapter.parses_stream else "not_applicable",
+                     evidence_reasons=["the command could not be started"], error=msg,
+                     command=[self.redactor.text(a) for a in self.argv])
+        capture.settle("failed")
+        return RunResult(
+            run_id=capture.run_id, path=os.fspath(capture.path), harness=self.harness, model=self.model,
+            outcome="failed", exit_code=code, returncode=None, stop_reason=None, duration_secs=duration,
+            evidence="unverifiable" if adapter.parses_stream else "not_applicable",
+            evidence_reasons=["the command could not be started"], tokens={}, cost_usd=None, cost_basis=None,
+            cost_note=None, final_answer=None, provider_session_id=None, api_retries=0, skill_invoked=adapter.skill_invoked,
+            final_streams=0, streams=0, error=msg)
+
+    def _consume(self, capture: Any, adapter: Adapter, child: ChildProcess, started: float,
+                 parses: bool, passthrough_fd: int | None) -> RunResult:
+        o = self.o
+        raw = RawCapture(o.capture_bytes) if parses else None
+        stdout_tail = TailBuffer(64 * 1024) if not parses else None
+        splitter = LineSplitter()
+        parser = StrictParser()
+        feed = adapter.feed
+        stats = adapter.stats
+        adapter_errors: list[str] = []
+        deadline = started + o.timeout if o.timeout is not None and o.timeout > 0 else None
+        kill_at: float | None = None
+        eof_by: float | None = None
+        eof = False
+        handled_signals = 0
+        max_cost_hit: dict[str, Any] | None = None
+        last_cost_check = 0.0
+        progress = self.progress
+        get = child.chunks.get
+        Empty = queue.Empty
+
+        def process_lines(lines: list[bytes]) -> None:
+            for line in lines:
+                raw.add(line)  # type: ignore[union-attr]
+                obj = parser.parse(line)
+                if obj is None:
+                    continue
+                try:
+                    feed(obj)
+                except Exception as exc:  # noqa: BLE001 - a strange line never stops the capture
+                    if len(adapter_errors) < 5:
+                        adapter_errors.append(f"line {parser.line_no}: {type(exc).__name__}: {exc}")
+
+        while True:
+            try:
+                chunk = get(timeout=TICK_SECS)
+            except Empty:
+                chunk = b""
+            if chunk is None:
+                eof = True
+            elif chunk:
+                stats.last_event_at = time.monotonic()
+                if parses:
+                    process_lines(splitter.feed(chunk))
+                    try:
+                        adapter.flush()
+                    except Exception as exc:  # noqa: BLE001
+                        if len(adapter_errors) < 5:
+                            adapter_errors.append(f"flush: {type(exc).__name__}: {exc}")
+                else:
+                    stdout_tail.add(chunk)  # type: ignore[union-attr]
+                    if passthrough_fd is not None:
+                        if not _write_all(passthrough_fd, chunk):
+                            passthrough_fd = None
+            now = time.monotonic()
+            # why stop?
+            if len(self.signals.received) > handled_signals:
+                sig = self.signals.received[handled_signals]
+                handled_signals = len(self.signals.received)
+                if child.stopped_by is None:
+                    child.stopped_by = f"signal:{signal.Signals(sig).name}"
+                    child.terminate(child.stopped_by)
+                    kill_at = now + o.grace_secs
+                    progress.line(f"ledger: {signal.Signals(sig).name} received; stopping the agent "
+                                  f"(SIGKILL in {o.grace_secs:g}s)")
+                else:  # a second signal: no more grace
+                    child.kill()
+            if deadline is not None and now >= deadline and child.stopped_by is None and child.poll() is None:
+                child.terminate("timeout")
+                kill_at = now + o.grace_secs
+                progress.line(f"ledger: timeout after {o.timeout:g}s; stopping the agent")
+            if (o.max_cost is not None and child.stopped_by is None and adapter.books
+                    and (now - last_cost_check >= 0.25 or eof)):
+                last_cost_check = now
+                cost, basis, note = running_cost(adapter)
+                if cost is not None and cost > o.max_cost:
+                    max_cost_hit = {"limit_usd": o.max_cost, "observed_usd": cost, "basis": basis}
+                    if child.poll() is None:
+                        child.terminate("max_cost")
+                        kill_at = now + o.grace_secs
+                        progress.line(f"ledger: cost ${cost:.4f} ({basis}) passed --max-cost ${o.max_cost:g}; "
+                                      f"stopping the agent")
+            if kill_at is not None and now >= kill_at and child.poll() is None and not child.killed:
+                child.kill()
+            if stats.changed or chunk == b"":
+                stats.changed = False
+                if progress.enabled:
+                    tokens, cost, basis = self._live_figures(adapter)
+                    progress.update(stats, tokens, cost, basis)
+            if eof:
+                break
+            if child.poll() is not None:
+                if eof_by is None:
+                    eof_by = now + (0.5 if child.stopped_by else o.drain_secs)
+                elif now >= eof_by:
+                    break  # something the child left behind holds the pipe: stop reading
+        # the child: wait for it (it may outlive its stdout), still honouring stops
+        rc = child.poll()
+        while rc is None:
+            rc = child.wait(TICK_SECS)
+            if rc is not None:
+                break
+            now = time.monotonic()
+            if len(self.signals.received) > handled_signals:
+                handled_signals = len(self.signals.received)
+                if child.stopped_by is None:
+                    child.terminate("signal:" + signal.Signals(self.signals.received[-1]).name)
+                    kill_at = now + o.grace_secs
+                else:
+                    child.kill()
+            if deadline is not None and now >= deadline and child.stopped_by is None:
+                child.terminate("timeout")
+                kill_at = now + o.grace_secs
+            if kill_at is not None and now >= kill_at and not child.killed:
+                child.kill()
+        child.join_stderr(0.5)
+        if parses:
+            # whatever is still queued (EOF raced with the exit)
+            while True:
+                try:
+                    chunk = child.chunks.get_nowait()
+                except Empty:
+                    break
+                if chunk:
+                    process_lines(splitter.feed(chunk))
+            last = splitter.finish()
+            if last is not None:
+                process_lines([last])
+        duration = time.monotonic() - started
+        stop_reason = None
+        if child.stopped_by:
+            stop_reason = "signal" if child.stopped_by.startswith("signal:") else child.stopped_by
+        try:
+            adapter.finish(rc, stop_reason)
+        except Exception as exc:  # noqa: BLE001
+            adapter_errors.append(f"finish: {type(exc).__name__}: {exc}")
+        return self._settle(capture, adapter, child, rc, stop_reason, duration, raw, stdout_tail, parser,
+                            splitter, adapter_errors, max_cost_hit)
+
+    def _live_figures(self, adapter: Adapter) -> tuple[dict[str, Any], float | None, str | None]:
+        tokens, cost, complete = adapter.totals()
+        basis = "provider" if cost is not None and complete else None
+        if not complete:
+            cost = None
+        if cost is None and self.o.max_cost is not None and adapter.books:
+            cost, basis, _ = running_cost(adapter)
+        return tokens, cost, basis
+
+    # -- settlement ---------------------------------------------------------------------------
+
+    def _settle(self, capture: Any, adapter: Adapter, child: ChildProcess, rc: int | None,
+                stop_reason: str | None, duration: float, raw: RawCapture | None,
+                stdout_tail: TailBuffer | None, parser: StrictParser, splitter: LineSplitter,
+                adapter_errors: list[str], max_cost_hit: dict[str, Any] | None) -> RunResult:
+        from ledger.records.writer import write_blob
+
+        red = self.redactor
+        fields: dict[str, Any] = {}
+        # evidence
+        reasons: list[str] = []
+        if adapter.parses_stream:
+            st = parser.stats
+            if st.junk:
+                reasons.append(f"{st.junk} line(s) are not JSON objects (first: line {st.first_junk_line}, "
+                               f"{st.first_junk_reason})")
+            if splitter.overlong:
+                reasons.append(f"{splitter.overlong} line(s) longer than the line bound")
+            reasons.extend(adapter.verification_notes())
+            reasons.extend(f"adapter error at {e}" for e in adapter_errors)
+            if stop_reason:
+                reasons.append(f"stopped by ledger ({child.stopped_by})")
+            evidence = "unverifiable" if reasons else "verified"
+            if raw is not None:
+                try:
+                    data = red.bytes(raw.data())
+                    sha, size = write_blob(capture.path, STREAM_BLOB, data)
+                    fields["raw_stream"] = {"path": STREAM_BLOB, "sha256": sha, "bytes": size, "redacted": True,
+                                            **raw.describe()}
+                except OSError as exc:
+                    reasons.append(f"raw stream not kept ({exc.strerror or exc})")
+                    evidence = "unverifiable"
+        else:
+            evidence = "not_applicable"
+            if stdout_tail is not None and stdout_tail.total_bytes:
+                fields["stdout_tail"] = self._blob(capture, STDOUT_TAIL_BLOB, stdout_tail)
+        err_tail = child.stderr_tail
+        if err_tail.total_bytes:
+            fields["stderr_tail"] = self._blob(capture, STDERR_TAIL_BLOB, err_tail)
+        # outcome and exit code
+        if stop_reason is not None:
+            outcome = "interrupted"
+        elif rc is not None and rc < 0 and -rc in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            outcome = "interrupted"
+        elif not adapter.parses_stream:
+            outcome = "completed" if rc == 0 else "failed"
+        else:
+            outcome = "completed" if adapter.stream_outcome == "completed" and rc == 0 else "failed"
+        if stop_reason == "timeout":
+            exit_code = EXIT_TIMEOUT
+        elif stop_reason == "signal":
+            sig_name = (child.stopped_by or "").split(":", 1)[1]
+            exit_code = 128 + int(getattr(signal.Signals, sig_name, signal.SIGINT))
+        elif stop_reason == "max_cost":
+            exit_code = EXIT_MAX_COST
+        else:
+            exit_code = exit_code_for(rc)
+        if adapter.provider is not None:
+            capture.emit("provider_attempt_finished", attempt_key=adapter.attempt_key,
+                         outcome=outcome)
+        tokens, provider_cost, cost_complete = adapter.totals()
+        cost_usd: float | None = None
+        cost_basis = cost_note = None
+        if adapter.books:
+            if provider_cost is not None and cost_complete:
+                cost_usd, cost_basis = provider_cost, "provider"
+            else:
+                cost_usd, cost_basis, cost_note = running_cost(adapter)
+        error = adapter.error_message
+        fields.update(adapter.result_fields)
+        if isinstance(fields.get("provider_cumulative"), dict):
+            fields["provider_cumulative"] = red.value(fields["provider_cumulative"])
+        if max_cost_hit is not None and stop_reason == "max_cost":
+            fields["max_cost"] = max_cost_hit
+        if adapter.skill_invoked is not None:
+            fields["skill_invoked"] = adapter.skill_invoked
+            fields["expected_skill"] = self.o.expect_skill
+        if self.harness == "claude":
+            fields["api_retries"] = adapter.stats.api_retries
+        capture.emit(
+            "result", outcome=outcome, duration_secs=duration, exit_code=exit_code, returncode=rc,
+            stop_reason=stop_reason, stopped_by=child.stopped_by, killed=child.killed,
+            evidence=evidence, evidence_reasons=[red.text(r) for r in reasons],
+            error=red.text(error) if error else None, command=[red.text(a) for a in self.argv],
+            **fields,
+        )
+        capture.settle(outcome)
+        return RunResult(
+            run_id=capture.run_id, path=os.fspath(capture.path), harness=self.harness, model=self.model,
+            outcome=outcome, exit_code=exit_code, returncode=rc, stop_reason=stop_reason, duration_secs=duration,
+            evidence=evidence, evidence_reasons=[red.text(r) for r in reasons],
+            tokens={k: tokens.get(k) for k in TOKEN_KEYS}, cost_usd=cost_usd, cost_basis=cost_basis,
+            cost_note=cost_note, final_answer=adapter.final_answer, provider_session_id=adapter.session_id,
+            api_retries=adapter.stats.api_retries, skill_invoked=adapter.skill_invoked,
+            final_streams=adapter.final_streams(), streams=len(adapter.books), raw_stream=fields.get("raw_stream"),
+            error=red.text(error) if error else None,
+            extra={"max_cost": max_cost_hit} if max_cost_hit else {},
+        )
+
+    def _blob(self, capture: Any, rel: str, tail: TailBuffer) -> dict[str, Any] | None:
+        from ledger.records.writer import write_blob
+
+        data = self.redactor.bytes(tail.data())
+        try:
+            sha, size = write_blob(capture.path, rel, data)
+        except OSError:
+            return None
+        return {"path": rel, "sha256": sha, "bytes": size, "total_bytes": tail.total_bytes,
+                "truncated": tail.truncated, "redacted": True}
+
+
+def launch(opts: RunOptions) -> RunResult:
+    """Run one command/agent under ledger and record it; see the module docstring."""
+    return Launcher(opts).run()

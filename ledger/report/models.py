@@ -1,0 +1,109 @@
+"""The report's own table: per-run, per-model facts with cached cost estimates.
+
+`report_facts` is derived data (like the whole index): it is rebuilt from `runs` and
+`usage_streams` plus the pinned price table, never from anything else. It exists for two
+reasons:
+
+1. **The estimate cache.** Pricing a stream with genai-prices costs ~0.1 ms; a report over
+   a million runs cannot do that every time. Each row keeps its estimate together with
+   the `price_version` and the `usage_fingerprint` of the streams it was computed from, and
+   is re-priced only when one of them changes.
+2. **Fast aggregation.** Reports read one narrow table, clustered (on SQLite) by the
+   15-minute UTC slot of the run's start, with every group-by and filter column on the row:
+   no join with the wide `runs` table (whose (home_id, run_id) text key makes a million-row
+   join cost more than a second on SQLite). See docs/report.md, "How it works".
+
+One row per (run, usage-stream model); a run without usage has one row with model_key ''.
+Run-level columns (outcome counts, gaps, duration, run costs) are set on the run's *first*
+row (`first` = 1, the smallest model_key) and are 0/NULL on the others, so sums over rows
+count each run once; token and per-model cost columns are per row and add up to the run's
+totals. Created by migration `0002_report`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, SmallInteger, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ledger.index.models import Base, Run
+
+SLOT_SECONDS = 900  # the clustering slot: every zone offset in use today is a multiple of 15 min
+
+# cost basis codes stored in basis_auto / run_basis_auto
+REPORTED, ESTIMATED, MIXED = 1, 2, 3
+
+
+class ReportFact(Base):
+    __tablename__ = "report_facts"
+
+    slot: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # floor(created epoch / 900)
+    home_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    model_key: Mapped[str] = mapped_column(Text, primary_key=True)  # model, or '' when unknown/no usage
+    created_s: Mapped[int] = mapped_column(BigInteger)  # floor(created epoch)
+    first: Mapped[int] = mapped_column(SmallInteger)
+    # what the row was derived from (the run row's identity in time) and how it was priced
+    indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    settled: Mapped[int] = mapped_column(SmallInteger)
+    state: Mapped[str] = mapped_column(Text)
+    price_version: Mapped[str] = mapped_column(Text)
+    usage_fingerprint: Mapped[str] = mapped_column(Text)
+    # group-by / filter dimensions (same on every row of a run, except model)
+    harness: Mapped[str | None] = mapped_column(Text)
+    run_model: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(Text)
+    models: Mapped[str] = mapped_column(Text)  # "|m1|m2|": every model of the run, for --model
+    skill: Mapped[str | None] = mapped_column(Text)
+    repo: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str | None] = mapped_column(Text)
+    session: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)  # completed|failed|interrupted|abandoned|running|unknown
+    # run-level facts, on the first row only (0 / NULL elsewhere)
+    failed: Mapped[int] = mapped_column(SmallInteger)
+    interrupted: Mapped[int] = mapped_column(SmallInteger)
+    abandoned: Mapped[int] = mapped_column(SmallInteger)
+    unverified: Mapped[int] = mapped_column(SmallInteger)  # evidence_gaps > 0
+    evidence_gaps: Mapped[int] = mapped_column(Integer)
+    no_usage: Mapped[int] = mapped_column(SmallInteger)  # the run reported no usage at all
+    duration_ms: Mapped[int | None] = mapped_column(BigInteger)
+    run_cost_reported: Mapped[float | None] = mapped_column(Double)
+    run_cost_estimated: Mapped[float | None] = mapped_column(Double)
+    run_cost_auto: Mapped[float | None] = mapped_column(Double)
+    run_basis_auto: Mapped[int | None] = mapped_column(SmallInteger)
+    run_total_tokens: Mapped[int | None] = mapped_column(BigInteger)  # orders `report run`
+    # per (run, model) usage and cost
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    reasoning_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cost_reported: Mapped[float | None] = mapped_column(Double)
+    cost_estimated: Mapped[float | None] = mapped_column(Double)
+    cost_auto: Mapped[float | None] = mapped_column(Double)
+    basis_auto: Mapped[int | None] = mapped_column(SmallInteger)
+    unpriced: Mapped[str | None] = mapped_column(Text)  # why the estimate is unknown
+
+    __table_args__ = (
+        Index("ix_report_facts_home_id_run_id", "home_id", "run_id"),
+        Index("ix_report_facts_settled", "settled"),
+        Index("ix_report_facts_first", "first"),
+        Index("ix_report_facts_unpriced", "unpriced"),
+        {"sqlite_with_rowid": False},
+    )
+
+
+class ReportState(Base):
+    """Key/value bookkeeping of the facts sync (`synced_indexed_at`, `price_version`)."""
+
+    __tablename__ = "report_state"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str | None] = mapped_column(Text)
+
+
+# The sync finds runs written since it last looked through this index on the index's table.
+RUNS_INDEXED_AT = Index("ix_runs_indexed_at", Run.__table__.c.indexed_at)
+
+REPORT_TABLES = ("report_facts", "report_state")

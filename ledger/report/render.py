@@ -1,0 +1,193 @@
+"""Report output: a Rich table for people, one JSON document, or CSV. Field names are stable
+(docs/report.md lists them; tests pin them)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Iterator
+
+from ledger.report.aggregate import Report
+
+# Every row (and the totals) has these fields, in this order. Kind-specific extras follow.
+ROW_FIELDS = (
+    "key", "runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+    "reasoning_tokens", "total_tokens", "unmeasured_usage_runs", "cost_usd", "cost_basis", "cost_usd_known",
+    "unmeasured_cost_runs", "failed", "interrupted", "abandoned", "unverified", "evidence_gaps",
+)
+EVALUATION_FIELDS = ("median_cost_usd", "median_duration_ms")
+RUN_FIELDS = ("started", "harness", "model", "outcome", "duration_ms")
+MODEL_FIELDS = (
+    "model", "runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+    "reasoning_tokens", "total_tokens", "cost_usd", "cost_basis", "cost_usd_known", "unmeasured_cost_runs",
+)
+KEY_LABELS = {"daily": "date", "weekly": "week of", "monthly": "month", "run": "run", "session": "session",
+              "model": "model", "harness": "harness", "skill": "skill", "subject": "subject", "repo": "repo",
+              "host": "host"}
+ALL_MODELS = "*"  # the `model` of a group's own CSV line with --breakdown
+
+
+def csv_header(report: Report) -> list[str]:
+    q = report.query
+    fields = list(ROW_FIELDS)
+    if q.breakdown:
+        fields.insert(1, "model")
+    if q.evaluation:
+        fields += EVALUATION_FIELDS
+    if q.kind == "run":
+        fields += RUN_FIELDS
+    return fields
+
+
+def csv_lines(report: Report) -> Iterator[list[Any]]:
+    """One line per row; with --breakdown each group line (model `*`) is followed by its models."""
+    header = csv_header(report)
+    for row in report.rows:
+        line = dict(row)
+        if report.query.breakdown:
+            line["model"] = ALL_MODELS
+        yield [line.get(f) for f in header]
+        for m in row.get("models", ()):
+            sub = {f: None for f in header}
+            sub.update({k: v for k, v in m.items() if k in sub})
+            sub["key"] = row["key"]
+            yield [sub.get(f) for f in header]
+
+
+def to_csv(report: Report) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(csv_header(report))
+    for line in csv_lines(report):
+        w.writerow(["" if v is None else v for v in line])
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------
+# table
+
+
+def fmt_int(v: Any) -> str:
+    return "—" if v is None else f"{v:,}"
+
+
+def fmt_cost(d: dict[str, Any]) -> str:
+    if d.get("cost_usd") is not None:
+        return f"{d['cost_usd']:,.4f}"
+    if d.get("cost_usd_known") is not None:
+        return f"≥{d['cost_usd_known']:,.4f}"  # partial: a lower bound
+    return "—"
+
+
+def fmt_duration(ms: Any) -> str:
+    if ms is None:
+        return "—"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.1f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+def fmt_tokens(d: dict[str, Any], name: str) -> str:
+    """A token sum; `+` marks a lower bound (some runs in the row reported no usage)."""
+    v = d.get(name)
+    if v is None:
+        return "—"
+    return f"{v:,}" + ("+" if d.get("unmeasured_usage_runs") else "")
+
+
+def _key_text(report: Report, key: Any) -> str:
+    if key is None:
+        return "(none)"
+    if report.query.kind == "run":
+        return str(key)[:16]
+    return str(key)
+
+
+def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
+    """(header, cell function) pairs: every column when the terminal is wide, fewer when not."""
+    q = report.query
+    compact = width < 120
+    cols: list[tuple[str, Any]] = [(KEY_LABELS[q.kind], None), ("runs", lambda d: fmt_int(d["runs"]))]
+    if q.kind == "run":
+        cols += [("started", lambda d: (d.get("started") or "")[:16].replace("T", " ")),
+                 ("model", lambda d: d.get("model") or "—")]
+    if compact:
+        cols += [("tokens", lambda d: fmt_tokens(d, "total_tokens"))]
+    else:
+        cols += [("input", lambda d: fmt_tokens(d, "input_tokens")),
+                 ("output", lambda d: fmt_tokens(d, "output_tokens")),
+                 ("cache read", lambda d: fmt_tokens(d, "cache_read_tokens")),
+                 ("cache write", lambda d: fmt_tokens(d, "cache_write_tokens")),
+                 ("total tokens", lambda d: fmt_tokens(d, "total_tokens"))]
+    cols += [("cost $", fmt_cost), ("basis", lambda d: d.get("cost_basis") or "")]
+    if q.evaluation:
+        cols += [("median $", lambda d: "—" if d.get("median_cost_usd") is None else f"{d['median_cost_usd']:,.4f}"),
+                 ("median time", lambda d: fmt_duration(d.get("median_duration_ms")))]
+    if compact:
+        cols += [("failed", lambda d: _count(d, "failed"))]
+    else:
+        cols += [("failed", lambda d: _count(d, "failed")), ("intr.", lambda d: _count(d, "interrupted")),
+                 ("aband.", lambda d: _count(d, "abandoned"))]
+    if q.evaluation or not compact:
+        cols += [("unverified", lambda d: _count(d, "unverified"))]
+    return cols
+
+
+def _count(d: dict[str, Any], name: str) -> str:
+    v = d.get(name)
+    return "" if v is None else str(v)
+
+
+def print_table(report: Report, console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    q = report.query
+    cols = table_columns(report, console.width)
+    title = f"ledger report {q.kind} ({q.zone_name}"
+    if q.since or q.until:
+        title += f", {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
+    title += f", cost {q.cost})"
+    table = Table(title=title, title_justify="left", pad_edge=False, box=None if console.width < 80 else None)
+    for i, (name, _) in enumerate(cols):
+        table.add_column(name, justify="left" if i == 0 or name in ("basis", "started", "model") else "right",
+                         overflow="fold", no_wrap=i != 0)
+    for row in report.rows:
+        table.add_row(_key_text(report, row["key"]), *[fn(row) for _, fn in cols[1:]])
+        for m in row.get("models", ()):
+            table.add_row(f"  └ {m['model'] or '(unknown model)'}", *[
+                fn(m) if name not in ("failed", "intr.", "aband.", "unverified", "median $", "median time",
+                                      "started", "model") else "" for name, fn in cols[1:]], style="dim")
+    table.add_section()
+    table.add_row("Total", *[fn(report.totals) for _, fn in cols[1:]], style="bold")
+    console.print(table)
+
+
+def notes(report: Report) -> list[str]:
+    """What a person must know to read the numbers (printed on stderr under the table)."""
+    out = []
+    t = report.totals
+    if t.get("cost_basis") == "partial":
+        out.append(f"note: cost of {t['unmeasured_cost_runs']} of {t['runs']} runs is unknown; "
+                   "'≥' marks a sum of the known part (basis 'partial').")
+    if t.get("unmeasured_usage_runs"):
+        out.append(f"note: {t['unmeasured_usage_runs']} runs reported no token usage; "
+                   "'+' marks token sums that leave them out.")
+    return out
+
+
+def warnings(report: Report) -> list[str]:
+    """One warning per reason a cost is unknown, naming the model."""
+    out = []
+    for u in report.pricing.get("unpriced", ()):
+        runs = f"{u['runs']} run" + ("s" if u["runs"] != 1 else "")
+        what = f"model {u['model']!r}" if u.get("model") else "runs without a model"
+        if u.get("reason") == "no usage reported":
+            out.append(f"warning: cost unknown for {runs}: no usage reported")
+        else:
+            out.append(f"warning: cost unknown for {runs} of {what}: {u['reason']}")
+    return out

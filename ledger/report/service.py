@@ -1,0 +1,79 @@
+"""`ledger report` as one library call: index, sync the report facts, query.
+
+    report = build_report(home, db, ReportQuery(kind="daily", ...), notify=print)
+
+1. the index is brought up to date with the home's records (ledger.index.ops.index_homes,
+   exactly what `ledger runs` does);
+2. report_facts is synced with the index in one short write transaction (only what changed
+   is re-read and re-priced, see ledger.report.sync);
+3. the report is answered in one read transaction (a consistent snapshot).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ledger.report.aggregate import Report, ReportQuery, run_report
+
+Notify = Callable[[str], None]
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+@contextmanager
+def writing(url: str) -> Iterator[Any]:
+    """A write transaction on the index (SQLite: BEGIN IMMEDIATE under the shared file lock)."""
+    from ledger.index import db as dbmod
+
+    if dbmod.is_sqlite(url):
+        path = dbmod.sqlite_path(url)
+        with dbmod.flock(dbmod.file_lock(path), exclusive=False):
+            eng = dbmod.engine(url, mode="write")
+            try:
+                with eng.connect() as conn, conn.begin():
+                    yield conn
+            finally:
+                eng.dispose()
+        return
+    eng = dbmod.engine(url)
+    try:
+        with eng.connect() as conn, conn.begin():
+            yield conn
+    finally:
+        eng.dispose()
+
+
+def sync(url: str, *, full: bool = False) -> Any:
+    """Bring report_facts up to date with the index at `url`; returns SyncStats."""
+    from ledger.report.sync import sync_facts
+
+    with writing(url) as conn:
+        return sync_facts(conn, full=full)
+
+
+def query(url: str, q: ReportQuery) -> Report:
+    from ledger.index.ops import reading
+
+    with reading(url) as conn:
+        return run_report(conn, q)
+
+
+def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *, notify: Notify = _quiet,
+                 index: bool = True) -> Report:
+    from ledger.index import db as dbmod
+
+    home_path = Path(os.path.abspath(os.fspath(home)))
+    url = dbmod.resolve_url(home_path, db)
+    if index:
+        from ledger.index.ops import index_homes
+
+        summary = index_homes([home_path], url, notify=notify)
+        for p in summary.skipped:
+            notify(f"warning: skipped damaged record {p.path}: {p.reason}")
+    sync(url)
+    return query(url, q)

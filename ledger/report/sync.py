@@ -1,0 +1,402 @@
+"""Keep `report_facts` in step with the index, pricing only what changed.
+
+A sync runs before every report (after the index itself is brought up to date), in one
+write transaction:
+
+1. If the price data changed (`ledger.pricing.price_data_version()` differs from the one
+   the facts were priced with) or nothing was synced yet, every run is rebuilt.
+2. Otherwise the candidates are: runs written by the indexer since the last sync
+   (`runs.indexed_at` >= the last sync's high-water mark minus MARGIN, through
+   `ix_runs_indexed_at`; index passes are serialised, so their timestamps grow in commit
+   order, and the margin absorbs clock jitter between machines sharing a PostgreSQL
+   index), every unsettled run (the indexer updates their liveness in place, without a
+   new timestamp), and every run our facts still hold as unsettled. One set-based query
+   per kind compares each candidate's (indexed_at, state) with its facts'.
+3. Then the number of runs must equal the number of runs in the facts; if not (a run was
+   removed, or inserted with an old timestamp), a full anti-join reconciles both ways.
+
+Rebuilding a run re-prices a (run, model) row only when its usage fingerprint (a hash of
+its streams' counters, costs and receipts) or the price data version changed; otherwise
+the cached estimate is kept. Work is proportional to what changed, not to the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import sqlalchemy as sa
+
+from ledger.index.models import COUNTER_COLUMNS, Home, Run, RunSubject, UsageStream
+from ledger.report.buckets import epoch
+from ledger.report.costs import combine_codes, sum_known
+from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportFact, ReportState
+
+MARGIN = timedelta(seconds=2)
+BATCH = 1000
+PG_LOCK_KEY = 0x4C445250  # "LDRP": one report sync at a time on a shared PostgreSQL index
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+NO_USAGE = "no usage reported"
+
+runs_t = Run.__table__
+streams_t = UsageStream.__table__
+subjects_t = RunSubject.__table__
+facts_t = ReportFact.__table__
+homes_t = Home.__table__
+state_t = ReportState.__table__
+
+Estimator = Callable[[str | None, str | None, Mapping[str, Any]], "tuple[float | None, str | None]"]
+
+_RUN_COLS = (runs_t.c.home_id, runs_t.c.run_id, runs_t.c.created_at, runs_t.c.harness, runs_t.c.model,
+             runs_t.c.skill, runs_t.c.repo, runs_t.c.host, runs_t.c.provider_session_id, runs_t.c.outcome,
+             runs_t.c.settled, runs_t.c.state, runs_t.c.evidence_gaps, runs_t.c.duration_ms,
+             runs_t.c.indexed_at)
+_STREAM_COLS = (streams_t.c.home_id, streams_t.c.run_id, streams_t.c.stream_id, streams_t.c.provider,
+                streams_t.c.model, streams_t.c.final_receipt, streams_t.c.cost_usd) + tuple(
+    streams_t.c[name] for name in COUNTER_COLUMNS)
+
+
+@dataclass
+class SyncStats:
+    """What a sync did (shown with --verbose and by the benchmark)."""
+
+    full: bool = False
+    checked: int = 0
+    rebuilt: int = 0
+    priced_streams: int = 0
+    reused_estimates: int = 0
+    removed: int = 0
+    reconciled: bool = False
+    seconds: float = 0.0
+
+
+def _default_estimator() -> Estimator:
+    from ledger.pricing import estimate_cost
+
+    return estimate_cost
+
+
+def _price_version() -> str:
+    from ledger.pricing import price_data_version
+
+    return price_data_version()
+
+
+def _naive_utc(dt: datetime | None) -> datetime | None:
+    """Compare timestamps the same way on both backends (SQLite gives naive UTC back)."""
+    if dt is None:
+        return None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+def run_outcome(outcome: str | None, settled: bool, state: str | None) -> str:
+    """completed | failed | interrupted | abandoned | running | unknown."""
+    if settled:
+        return outcome if outcome in ("completed", "failed", "interrupted") else "unknown"
+    return state if state in ("running", "abandoned") else "unknown"
+
+
+class FactBuilder:
+    """Turns runs + their usage streams into report_facts rows, pricing with a memo."""
+
+    def __init__(self, price_version: str, estimator: Estimator, stats: SyncStats) -> None:
+        self.price_version = price_version
+        self.estimate = estimator
+        self.stats = stats
+        self._memo: dict[tuple, tuple[float | None, str | None]] = {}
+
+    def _estimate(self, provider: str | None, model: str | None, counters: dict[str, Any]) -> tuple[float | None, str | None]:
+        key = (provider, model) + tuple(counters.get(n) for n in COUNTER_COLUMNS)
+        hit = self._memo.get(key)
+        if hit is None:
+            try:
+                hit = self.estimate(provider, model, counters)
+            except Exception as exc:  # noqa: BLE001 - a price-table failure is an unknown cost, not a crash
+                hit = (None, f"cannot price model {model!r}: {exc}")
+            if len(self._memo) < 100_000:
+                self._memo[key] = hit
+            self.stats.priced_streams += 1
+        return hit
+
+    def rows(self, run: Any, streams: Sequence[Any], cached: Mapping[str, tuple[str, float | None, str | None]]
+             ) -> list[dict[str, Any]]:
+        """The fact rows of one run. `cached`: model_key -> (fingerprint, estimate, unpriced)
+        of rows priced with the current price version (reused when the fingerprint matches)."""
+        created_s = epoch(run.created_at)
+        by_model: dict[str, list[Any]] = {}
+        for st in streams:
+            by_model.setdefault(st.model or "", []).append(st)
+        outcome = run_outcome(run.outcome, bool(run.settled), run.state)
+        per_model: list[dict[str, Any]] = []
+        if not by_model:
+            per_model.append({"model_key": "", "model": None, **{c: None for c in TOKEN_COLUMNS},
+                              "cost_reported": None, "cost_estimated": None, "cost_auto": None,
+                              "basis_auto": None, "unpriced": NO_USAGE, "usage_fingerprint": "-"})
+        for key in sorted(by_model):
+            group = by_model[key]
+            fp = _fingerprint(group)
+            tokens = {}
+            for c in TOKEN_COLUMNS:
+                vals = [getattr(st, c) for st in group if getattr(st, c) is not None]
+                tokens[c] = sum(vals) if vals else None
+            hit = cached.get(key)
+            if hit is not None and hit[0] == fp:
+                est, unpriced = hit[1], hit[2]
+                self.stats.reused_estimates += 1
+                est_by_stream = None
+            else:
+                est_by_stream = [self._estimate(st.provider, st.model, _counters(st)) for st in group]
+                est = sum_known(e for e, _ in est_by_stream)
+                unpriced = next((why for e, why in est_by_stream if e is None), None)
+            reported = sum_known(st.cost_usd for st in group)
+            # auto: each stream's receipt cost when it has one, else its estimate
+            if all(st.final_receipt and st.cost_usd is not None for st in group):
+                auto, basis = reported, REPORTED
+            elif not any(st.final_receipt and st.cost_usd is not None for st in group):
+                auto, basis = est, (ESTIMATED if est is not None else None)
+            else:
+                if est_by_stream is None:
+                    est_by_stream = [self._estimate(st.provider, st.model, _counters(st)) for st in group]
+                parts: list[tuple[float | None, int]] = []
+                for st, (e, _) in zip(group, est_by_stream):
+                    if st.final_receipt and st.cost_usd is not None:
+                        parts.append((st.cost_usd, REPORTED))
+                    else:
+                        parts.append((e, ESTIMATED))
+                auto = sum_known(p for p, _ in parts)
+                basis = combine_codes(b for _, b in parts) if auto is not None else None
+            per_model.append({"model_key": key, "model": key or None, **tokens, "cost_reported": reported,
+                              "cost_estimated": est, "cost_auto": auto, "basis_auto": basis,
+                              "unpriced": unpriced if est is None else None, "usage_fingerprint": fp})
+        run_model = run.model
+        if run_model is None:
+            best = max((m for m in per_model if m["model"] is not None),
+                       key=lambda m: (sum(m[c] or 0 for c in TOKEN_COLUMNS[:4]), m["model_key"]), default=None)
+            run_model = best["model"] if best is not None else None
+        models = sorted({m["model"] for m in per_model if m["model"]} | ({run_model} if run_model else set()))
+        common = {
+            "slot": created_s // SLOT_SECONDS, "home_id": run.home_id, "run_id": run.run_id,
+            "created_s": created_s, "indexed_at": run.indexed_at, "settled": 1 if run.settled else 0,
+            "state": run.state, "price_version": self.price_version, "harness": run.harness,
+            "run_model": run_model, "models": "|" + "|".join(models) + "|", "skill": run.skill,
+            "repo": run.repo, "host": run.host, "session": run.provider_session_id, "outcome": outcome,
+        }
+        run_level = {
+            "failed": int(outcome == "failed"), "interrupted": int(outcome == "interrupted"),
+            "abandoned": int(outcome == "abandoned"), "unverified": int((run.evidence_gaps or 0) > 0),
+            "evidence_gaps": run.evidence_gaps or 0, "no_usage": int(not streams),
+            "duration_ms": run.duration_ms,
+            "run_cost_reported": sum_known(m["cost_reported"] for m in per_model),
+            "run_cost_estimated": sum_known(m["cost_estimated"] for m in per_model),
+            "run_cost_auto": sum_known(m["cost_auto"] for m in per_model),
+            "run_basis_auto": combine_codes(m["basis_auto"] for m in per_model),
+            "run_total_tokens": _total_tokens(per_model),
+        }
+        zero = {"failed": 0, "interrupted": 0, "abandoned": 0, "unverified": 0, "evidence_gaps": 0,
+                "no_usage": 0, "duration_ms": None, "run_cost_reported": None, "run_cost_estimated": None,
+                "run_cost_auto": None, "run_basis_auto": None, "run_total_tokens": None}
+        out = []
+        for i, m in enumerate(per_model):
+            out.append({**common, **m, "first": 1 if i == 0 else 0, **(run_level if i == 0 else zero)})
+        return out
+
+
+def _total_tokens(rows: Sequence[Mapping[str, Any]]) -> int | None:
+    """input + output + cache read + cache write over the known counters (None if none)."""
+    vals = [m[c] for m in rows for c in TOKEN_COLUMNS[:4] if m[c] is not None]
+    return sum(vals) if vals else None
+
+
+def _counters(st: Any) -> dict[str, Any]:
+    return {name: getattr(st, name) for name in COUNTER_COLUMNS if getattr(st, name) is not None}
+
+
+def _fingerprint(streams: Iterable[Any]) -> str:
+    h = hashlib.sha1()
+    for st in sorted(streams, key=lambda s: s.stream_id):
+        h.update(repr((st.stream_id, st.provider, st.model, bool(st.final_receipt), st.cost_usd,
+                       tuple(getattr(st, n) for n in COUNTER_COLUMNS))).encode())
+    return h.hexdigest()[:20]
+
+
+# --------------------------------------------------------------------------------------
+
+
+def _get_state(conn: Any) -> dict[str, str | None]:
+    return {k: v for k, v in conn.execute(sa.select(state_t.c.key, state_t.c.value))}
+
+
+def _set_state(conn: Any, values: Mapping[str, str | None]) -> None:
+    conn.execute(sa.delete(state_t).where(state_t.c.key.in_(list(values))))
+    conn.execute(sa.insert(state_t), [{"key": k, "value": v} for k, v in values.items()])
+
+
+def _load_runs(conn: Any, keys: Sequence[tuple[int, str]]) -> list[Any]:
+    if not keys:
+        return []
+    key = sa.tuple_(runs_t.c.home_id, runs_t.c.run_id)
+    return list(conn.execute(sa.select(*_RUN_COLS).where(key.in_(keys))))
+
+
+def _load_streams(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], list[Any]]:
+    out: dict[tuple[int, str], list[Any]] = {}
+    if not keys:
+        return out
+    key = sa.tuple_(streams_t.c.home_id, streams_t.c.run_id)
+    for st in conn.execute(sa.select(*_STREAM_COLS).where(key.in_(keys))):
+        out.setdefault((st.home_id, st.run_id), []).append(st)
+    return out
+
+
+def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], price_version: str
+                 ) -> dict[tuple[int, str], dict[str, tuple[str, float | None, str | None]]]:
+    out: dict[tuple[int, str], dict[str, tuple[str, float | None, str | None]]] = {}
+    if not keys:
+        return out
+    f = facts_t.c
+    q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced).where(
+        sa.tuple_(f.home_id, f.run_id).in_(keys), f.price_version == price_version)
+    for r in conn.execute(q):
+        out.setdefault((r.home_id, r.run_id), {})[r.model_key] = (r.usage_fingerprint, r.cost_estimated, r.unpriced)
+    return out
+
+
+def _delete_facts(conn: Any, keys: Sequence[tuple[int, str]]) -> None:
+    if keys:
+        conn.execute(sa.delete(facts_t).where(sa.tuple_(facts_t.c.home_id, facts_t.c.run_id).in_(keys)))
+
+
+def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], reuse: bool) -> None:
+    """Rebuild the facts of `keys` (runs that no longer exist lose their facts)."""
+    for i in range(0, len(keys), BATCH):
+        chunk = list(keys[i:i + BATCH])
+        runs = _load_runs(conn, chunk)
+        streams = _load_streams(conn, chunk)
+        cached = _load_cached(conn, chunk, builder.price_version) if reuse else {}
+        rows: list[dict[str, Any]] = []
+        for run in runs:
+            k = (run.home_id, run.run_id)
+            rows.extend(builder.rows(run, streams.get(k, ()), cached.get(k, {})))
+        builder.stats.removed += len(chunk) - len(runs)
+        builder.stats.rebuilt += len(runs)
+        _delete_facts(conn, chunk)
+        if rows:
+            conn.execute(sa.insert(facts_t), rows)
+
+
+def _full(conn: Any, builder: FactBuilder) -> None:
+    """Rebuild every fact, walking runs in key order (memory stays flat)."""
+    conn.execute(sa.delete(facts_t))
+    last: tuple[int, str] | None = None
+    rk = sa.tuple_(runs_t.c.home_id, runs_t.c.run_id)
+    while True:
+        q = sa.select(*_RUN_COLS).order_by(runs_t.c.home_id, runs_t.c.run_id).limit(BATCH)
+        if last is not None:
+            q = q.where(rk > sa.tuple_(sa.literal(last[0]), sa.literal(last[1])))
+        runs = list(conn.execute(q))
+        if not runs:
+            break
+        first = (runs[0].home_id, runs[0].run_id)
+        last = (runs[-1].home_id, runs[-1].run_id)
+        sk = sa.tuple_(streams_t.c.home_id, streams_t.c.run_id)
+        streams: dict[tuple[int, str], list[Any]] = {}
+        for st in conn.execute(sa.select(*_STREAM_COLS).where(
+                sk >= sa.tuple_(sa.literal(first[0]), sa.literal(first[1])),
+                sk <= sa.tuple_(sa.literal(last[0]), sa.literal(last[1])))):
+            streams.setdefault((st.home_id, st.run_id), []).append(st)
+        rows: list[dict[str, Any]] = []
+        for run in runs:
+            rows.extend(builder.rows(run, streams.get((run.home_id, run.run_id), ()), {}))
+        builder.stats.rebuilt += len(runs)
+        conn.execute(sa.insert(facts_t), rows)
+
+
+def _changed(conn: Any, since: datetime) -> tuple[list[tuple[int, str]], int]:
+    """Runs whose row differs from what their facts were built from, among the candidates:
+    runs written since `since`, unsettled runs, and runs the facts hold as unsettled.
+    Returns (changed keys, candidates checked). Set-based: one indexed query per kind."""
+    r, f = runs_t.c, facts_t.c
+    join = sa.and_(f.home_id == r.home_id, f.run_id == r.run_id, f.first == 1)
+    differs = sa.or_(f.run_id.is_(None), f.indexed_at != r.indexed_at, f.state != r.state)
+    keys: set[tuple[int, str]] = set()
+    checked = 0
+
+    def collect(where: Any) -> None:
+        nonlocal checked
+        q = (sa.select(r.home_id, r.run_id, differs.label("differs"))
+             .select_from(runs_t.outerjoin(facts_t, join)).where(where))
+        for h, rid, d in conn.execute(q):
+            checked += 1
+            if d:
+                keys.add((h, rid))
+
+    collect(r.indexed_at >= since)
+    for (home_id,) in conn.execute(sa.select(homes_t.c.home_id)).fetchall():
+        collect(sa.and_(r.home_id == home_id, r.settled == sa.false()))  # ix_runs_home_id_settled
+    # facts of runs that were unsettled (settled since, or gone)
+    q = (sa.select(f.home_id, f.run_id, sa.or_(r.run_id.is_(None), r.settled == sa.true(),
+                                                f.indexed_at != r.indexed_at).label("differs"))
+         .select_from(facts_t.outerjoin(runs_t, sa.and_(r.home_id == f.home_id, r.run_id == f.run_id)))
+         .where(f.settled == 0, f.first == 1))
+    for h, rid, d in conn.execute(q):
+        checked += 1
+        if d:
+            keys.add((h, rid))
+    return sorted(keys), checked
+
+
+def _reconcile(conn: Any, builder: FactBuilder) -> None:
+    """Both-way anti-join: runs without facts are built, facts without runs dropped."""
+    r, f = runs_t.c, facts_t.c
+    missing = [(h, rid) for h, rid in conn.execute(
+        sa.select(r.home_id, r.run_id).where(~sa.exists().where(f.home_id == r.home_id, f.run_id == r.run_id)))]
+    orphans = [(h, rid) for h, rid in conn.execute(
+        sa.select(f.home_id, f.run_id).where(f.first == 1, ~sa.exists().where(
+            r.home_id == f.home_id, r.run_id == f.run_id)))]
+    _rebuild(conn, builder, sorted(set(missing) | set(orphans)), reuse=True)
+    builder.stats.reconciled = True
+
+
+def _count_runs(conn: Any) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(runs_t)).scalar_one()
+
+
+def _count_fact_runs(conn: Any) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(facts_t).where(facts_t.c.first == 1)).scalar_one()
+
+
+def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: str | None = None,
+               full: bool = False) -> SyncStats:
+    """Bring report_facts up to date with runs/usage_streams, inside the caller's transaction."""
+    import time
+
+    t0 = time.perf_counter()
+    stats = SyncStats()
+    pv = price_version or _price_version()
+    builder = FactBuilder(pv, estimator or _default_estimator(), stats)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
+    state = _get_state(conn)
+    high = conn.execute(sa.select(sa.func.max(runs_t.c.indexed_at))).scalar()
+    mark = state.get("synced_indexed_at")
+    if full or state.get("price_version") != pv or mark is None:
+        stats.full = True
+        _full(conn, builder)
+    else:
+        changed, stats.checked = _changed(conn, datetime.fromisoformat(mark) - MARGIN)
+        _rebuild(conn, builder, changed, reuse=True)
+        if _count_runs(conn) != _count_fact_runs(conn):
+            _reconcile(conn, builder)
+    if high is not None:
+        if high.tzinfo is None:
+            high = high.replace(tzinfo=timezone.utc)
+        new_mark: str | None = high.isoformat()
+    else:
+        new_mark = mark
+    _set_state(conn, {"synced_indexed_at": new_mark, "price_version": pv})
+    stats.seconds = time.perf_counter() - t0
+    return stats

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""`python scripts/bench.py report [--runs N] [--keep DIR]`: `ledger report` over a big index.
+
+Generates N runs (default 1,000,000: one year of history, a realistic mix of harnesses,
+models, subagent side streams, outcomes, unpriced models and evidence gaps) straight into
+the index tables of a fresh SQLite index (batched executemany, one transaction), then
+measures, on this machine:
+
+- the cold sync of the report facts (every (run, model) priced once with genai-prices);
+- a no-change sync (what every later `ledger report` pays before querying);
+- the query time of several reports (best of 3 after one warm-up), the acceptance ones
+  being `daily` and `model --breakdown` (< 1 s each);
+- one end-to-end `ledger report daily --json` process (start-up, index check, sync, query).
+
+Prints a Markdown table (docs/benchmarks.md keeps the last one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+BATCH = 20_000
+START = datetime(2025, 3, 1, tzinfo=timezone.utc)
+SPAN_S = 365 * 86400
+FMT = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's DateTime storage on SQLite
+COUNTERS = ("input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens", "context_window_tokens",
+            "reasoning_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
+            "cache_write_1h_tokens")
+HARNESSES = (("claude", "anthropic", ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5")),
+             ("codex", "openai", ("gpt-5.5", "gpt-5", "gpt-5-mini")),
+             ("gemini", "google", ("gemini-2.5-pro", "gemini-2.5-flash")))
+UNPRICED = "internal-model-x"
+
+
+def _runs_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def generate(path: Path, n: int, seed: int = 7) -> dict[str, int]:
+    """N runs with their usage streams and subjects, in one transaction."""
+    from ledger.index import db as dbmod
+
+    eng = dbmod.engine(f"sqlite:///{path}", mode="write")
+    with eng.connect() as conn, conn.begin():
+        dbmod.upgrade(conn)
+    eng.dispose()
+    rnd = random.Random(seed)
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute("PRAGMA synchronous = OFF")
+    run_cols = _runs_columns(con, "runs")
+    stream_cols = _runs_columns(con, "usage_streams")
+    subj_cols = _runs_columns(con, "subjects")
+    now = datetime.now(timezone.utc).strftime(FMT)
+    con.execute("BEGIN")
+    con.execute("INSERT INTO homes (home_id, path, added_at) VALUES (1, '/bench/home', ?)", (now,))
+    q_runs = f"INSERT INTO runs ({', '.join(run_cols)}) VALUES ({', '.join('?' * len(run_cols))})"
+    q_streams = f"INSERT INTO usage_streams ({', '.join(stream_cols)}) VALUES ({', '.join('?' * len(stream_cols))})"
+    q_subj = f"INSERT INTO subjects ({', '.join(subj_cols)}) VALUES ({', '.join('?' * len(subj_cols))})"
+    skills = [f"skill-{i}" for i in range(20)] + [None] * 10
+    repos = [f"github.com/acme/repo-{i}" for i in range(30)]
+    hosts = [f"host-{i}" for i in range(5)]
+    counts = {"runs": 0, "streams": 0, "subjects": 0}
+    # created_at in increasing order (as an indexer appending new runs would write them)
+    offsets = sorted(rnd.randrange(SPAN_S * 1_000_000) for _ in range(n))
+    runs_b: list[tuple] = []
+    streams_b: list[tuple] = []
+    subj_b: list[tuple] = []
+
+    def flush() -> None:
+        con.executemany(q_runs, runs_b)
+        con.executemany(q_streams, streams_b)
+        con.executemany(q_subj, subj_b)
+        runs_b.clear()
+        streams_b.clear()
+        subj_b.clear()
+
+    for i, off in enumerate(offsets):
+        run_id = f"run_{rnd.getrandbits(128):032x}"
+        created = START + timedelta(microseconds=off)
+        u = rnd.random()
+        harness, provider, models = HARNESSES[0 if u < 0.6 else 1 if u < 0.9 else 2]
+        command = rnd.random() < 0.05
+        model = None if command else (UNPRICED if rnd.random() < 0.003 else rnd.choice(models))
+        o = rnd.random()
+        outcome, settled, state = (("completed", 1, "settled") if o < 0.85 else ("failed", 1, "settled") if o < 0.93
+                                   else ("interrupted", 1, "settled") if o < 0.98 else (None, 0, "abandoned"))
+        dur = rnd.randrange(5_000, 900_000)
+        ended = (created + timedelta(milliseconds=dur)).strftime(FMT) if settled else None
+        gaps = 1 if rnd.random() < 0.01 else 0
+        streams = []
+        if not command:
+            n_streams = 2 if harness == "claude" and rnd.random() < 0.2 else 1
+            for s in range(n_streams):
+                m = model if s == 0 else "claude-haiku-4-5"
+                inp, out = rnd.randrange(10, 5_000), rnd.randrange(10, 20_000)
+                cr, cw = rnd.randrange(0, 400_000), rnd.randrange(0, 40_000)
+                final = 1 if settled else 0
+                cost = None
+                if harness == "claude" and final and m != UNPRICED:
+                    cost = round((inp * 3 + out * 15 + cr * 0.3 + cw * 3.75) / 1e6, 9)
+                c = {"input_tokens": inp, "output_tokens": out, "cache_read_tokens": cr, "cache_write_tokens": cw,
+                     "total_input_tokens": inp + cr + cw,
+                     "reasoning_tokens": rnd.randrange(0, out) if harness == "codex" else None}
+                streams.append((m, c, final, cost))
+        tok = {k: (sum(s[1][k] for s in streams if s[1].get(k) is not None) if any(
+            s[1].get(k) is not None for s in streams) else None) for k in COUNTERS}
+        costs = [s[3] for s in streams if s[3] is not None]
+        row = {
+            "home_id": 1, "run_id": run_id, "parent_run_id": None, "created_at": created.strftime(FMT),
+            "ended_at": ended, "duration_ms": dur if settled else None,
+            "harness": "command" if command else harness, "model": model, "surface": "headless",
+            "repo": rnd.choice(repos), "worktree": None, "skill": rnd.choice(skills), "cwd": "/work",
+            "host": rnd.choice(hosts), "boot_id": None, "launcher_pid": None, "launcher_start_ticks": None,
+            "outcome": outcome, "settled": settled, "state": state, "evidence_gaps": gaps, "usage_gaps": 0,
+            "record_rewrites": 0, "streams": len(streams), "final_streams": sum(s[2] for s in streams),
+            **tok, "cost_usd": sum(costs) if costs else None, "provider_session_id": f"sess-{i // 3}",
+            "final_answer": None, "final_answer_exact": None, "api_retries": 0, "skill_invoked": None,
+            "path": f"/bench/home/runs/{run_id[4:6]}/{run_id}", "indexed_at": now,
+        }
+        runs_b.append(tuple(row.get(c) for c in run_cols))
+        for s, (m, c, final, cost) in enumerate(streams):
+            srow = {"home_id": 1, "run_id": run_id, "stream_id": f"attempt-1/turn-{s + 1}/{m}",
+                    "provider": provider if s == 0 else "anthropic", "model": m, "attempt_key": "attempt-1",
+                    "turn_key": f"turn-{s + 1}", "observations": 3, "final_receipt": final, **c, "cost_usd": cost}
+            streams_b.append(tuple(srow.get(k) for k in stream_cols))
+        counts["streams"] += len(streams)
+        subj_b.append(tuple({"home_id": 1, "run_id": run_id, "position": 0, "selector": f"task:T-{rnd.randrange(5000)}",
+                             "source": "declared"}.get(k) for k in subj_cols))
+        counts["subjects"] += 1
+        counts["runs"] += 1
+        if len(runs_b) >= BATCH:
+            flush()
+    flush()
+    con.execute("COMMIT")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    return counts
+
+
+def best_of(fn, repeat: int = 3) -> tuple[float, object]:
+    fn()  # warm-up (page cache)
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="bench.py report")
+    ap.add_argument("--runs", type=int, default=1_000_000)
+    ap.add_argument("--keep", type=Path, help="keep the generated index in this directory")
+    args = ap.parse_args(argv)
+
+    from ledger.report import service
+    from ledger.report.aggregate import ReportQuery
+
+    tmp = Path(tempfile.mkdtemp(prefix="ledger-bench-report-"))
+    work = args.keep or tmp
+    work.mkdir(parents=True, exist_ok=True)
+    db = work / "index.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    url = f"sqlite:///{db}"
+    results: list[tuple[str, str, str]] = []
+    try:
+        t0 = time.perf_counter()
+        counts = generate(db, args.runs)
+        gen_s = time.perf_counter() - t0
+        print(f"generated {counts['runs']:,} runs, {counts['streams']:,} usage streams in {gen_s:.1f}s "
+              f"({db.stat().st_size / 1e6:.0f} MB)", file=sys.stderr)
+        t0 = time.perf_counter()
+        stats = service.sync(url)
+        cold = time.perf_counter() - t0
+        print(f"cold sync: {cold:.1f}s ({stats.priced_streams:,} streams priced)", file=sys.stderr)
+        results.append(("cold facts sync (price every run once)", f"{cold:.1f} s",
+                        f"{stats.rebuilt:,} runs, {stats.priced_streams:,} distinct streams priced"))
+        warm, stats = best_of(lambda: service.sync(url))
+        results.append(("no-change facts sync (every report pays it)", f"{warm * 1000:.0f} ms",
+                        f"{stats.checked:,} candidates checked"))
+        ny = ZoneInfo("America/New_York")
+        cases = [
+            ("`report daily` (UTC)", ReportQuery(kind="daily"), True),
+            ("`report daily --tz America/New_York`", ReportQuery(kind="daily", zone=ny, zone_name="America/New_York"), True),
+            ("`report model --breakdown`", ReportQuery(kind="model", breakdown=True), True),
+            ("`report model`", ReportQuery(kind="model"), False),
+            ("`report monthly --tz Asia/Kathmandu` (+05:45)",
+             ReportQuery(kind="monthly", zone=ZoneInfo("Asia/Kathmandu"), zone_name="Asia/Kathmandu"), False),
+            ("`report daily --breakdown`", ReportQuery(kind="daily", breakdown=True), False),
+            ("`report harness`", ReportQuery(kind="harness"), False),
+            ("`report daily --since` (last 30 days)", ReportQuery(
+                kind="daily", since=(START + timedelta(days=335)).date()), False),
+            ("`report run --limit 10` (top 10 runs)", ReportQuery(kind="run", limit=10), False),
+            ("`report skill` (evaluation view, medians)", ReportQuery(kind="skill"), False),
+        ]
+        for name, q, required in cases:
+            secs, rep = best_of(lambda q=q: service.query(url, q))
+            mark = (" ✅" if secs < 1 else " ❌") if required else ""
+            results.append((name, f"{secs * 1000:.0f} ms{mark}", f"{len(rep.rows):,} rows"))  # type: ignore[union-attr]
+        env = dict(os.environ, LEDGER_HOME=str(work / "home"))
+        (work / "home").mkdir(exist_ok=True)
+        cmd = [sys.executable, "-m", "ledger", "report", "daily", "--db", url, "--json"]
+        subprocess.run(cmd, env=env, capture_output=True, check=True)
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, capture_output=True, check=True)
+        e2e = time.perf_counter() - t0
+        results.append(("`ledger report daily --json` process, end to end", f"{e2e * 1000:.0f} ms",
+                        "start-up + index check + sync + query + JSON"))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\n`ledger report` over {args.runs:,} indexed runs (SQLite, {os.cpu_count()} cores, "
+          f"generated in {gen_s:.0f} s; query times best of 3)\n")
+    print("| what | time | notes |")
+    print("|---|---:|---|")
+    for name, t, note in results:
+        print(f"| {name} | {t} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,250 @@
+"""The index answers exactly like the records, and only reads what changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import orjson
+import pytest
+
+from indexhelpers import (
+    append_event, append_usage, cli, damaged_home, make_run, records_runs_json, records_show_json, settle_run,
+)
+from ledger.index import indexer as indexer_mod
+from ledger.index.ops import index_homes
+from ledger.records import reader
+
+
+@pytest.fixture(autouse=True)
+def no_racy_window(monkeypatch):
+    """Runs written a moment ago are 'racy' (re-checked next pass); tests count reads exactly."""
+    monkeypatch.setattr(indexer_mod, "RACY_NS", 0)
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Count what the indexer opens: manifests read and events folded (with their offsets)."""
+    counts = {"manifest": 0, "fold": [], }
+    real_manifest, real_fold = reader.read_manifest, reader.fold_events
+
+    def read_manifest(path):
+        counts["manifest"] += 1
+        return real_manifest(path)
+
+    def fold_events(path, state=None, offset=0):
+        counts["fold"].append((os.path.basename(path), offset))
+        return real_fold(path, state, offset)
+
+    monkeypatch.setattr(reader, "read_manifest", read_manifest)
+    monkeypatch.setattr(reader, "fold_events", fold_events)
+    return counts
+
+
+def test_runs_and_show_match_records_path(home, db_url):
+    runs = damaged_home(home)
+    res = cli("runs", "--json", "--all", "--db", db_url)
+    assert res.exit_code == 0, res.output
+    assert res.stdout == records_runs_json(home)
+    assert "skipped damaged record" in res.stderr and "malformed event" in res.stderr
+    # default selection (recent + unsettled) too
+    res = cli("runs", "--json", "--db", db_url)
+    assert res.stdout == records_runs_json(home, all_=False)
+    assert "2020-01-02" not in res.stdout
+    for key in ("ok", "failed", "running", "torn", "badterm", "nousage"):
+        res = cli("show", runs[key].name[:14], "--json", "--db", db_url)
+        assert res.exit_code == 0, res.output
+        assert res.stdout == records_show_json(runs[key]), key
+    res = cli("show", runs["malformed"].name, "--json", "--db", db_url)
+    assert res.exit_code == 1 and "malformed event" in res.stderr
+    res = cli("show", "run_ffffffffffffffffffff", "--db", db_url)
+    assert res.exit_code == 1 and "was not found" in res.stderr
+    # csv and table render from the index too
+    assert cli("runs", "--csv", "--all", "--db", db_url).stdout.count("\n") == 8
+
+
+def test_rebuild_equals_incremental(home, db_url):
+    runs = damaged_home(home)
+    assert cli("index", "--db", db_url).exit_code == 0
+    # grow the home in steps, indexing in between
+    extra = make_run(home, outcome=None, skill="s2")
+    assert cli("index", "--db", db_url).exit_code == 0
+    append_usage(extra, 100, 7)
+    append_event(runs["running"], type="tool_use", name="Edit", summary="y")
+    assert cli("index", "--db", db_url).exit_code == 0
+    settle_run(extra, "interrupted")
+    make_run(home, model="gemini-2.5-pro", harness="gemini")
+    assert cli("index", "--db", db_url).exit_code == 0
+    incremental = cli("runs", "--json", "--all", "--db", db_url).stdout
+    assert incremental == records_runs_json(home)
+    res = cli("index", "--rebuild", "--db", db_url, "--json")
+    assert res.exit_code == 0, res.output
+    summary = orjson.loads(res.stdout)
+    assert summary["rebuilt"] is True and len(summary["skipped"]) == 2
+    assert cli("runs", "--json", "--all", "--db", db_url).stdout == incremental
+
+
+def test_nothing_new_parses_nothing(home, db_url, reads):
+    damaged_home(home)
+    first = index_homes([home], db_url)
+    assert first.new == 7 and len(first.skipped) == 2
+    reads["manifest"], reads["fold"] = 0, []
+    again = index_homes([home], db_url)
+    assert reads == {"manifest": 0, "fold": []}
+    assert again.records_read == 0 and again.new == again.updated == 0
+    assert again.unchanged == 9 and len(again.skipped) == 2  # damaged ones still listed
+
+
+def test_append_reads_only_that_run_from_its_offset(home, db_url, reads):
+    a = make_run(home)
+    b = make_run(home, outcome=None)
+    index_homes([home], db_url)
+    size = os.path.getsize(b / "events.jsonl")
+    reads["fold"] = []
+    append_usage(b, 40, 2)
+    s = index_homes([home], db_url)
+    assert (s.updated, s.unchanged, s.records_read) == (1, 1, 1)
+    assert reads["fold"] == [(b.name, size)]
+    out = cli("runs", "--json", "--all", "--db", db_url).stdout
+    assert out == records_runs_json(home)
+    assert orjson.loads(out)[[r["id"] for r in orjson.loads(out)].index(b.name)]["usage"]["input_tokens"] == 55
+    # settling is seen (directory changed) without re-reading the events
+    reads["fold"] = []
+    settle_run(b)
+    s = index_homes([home], db_url)
+    assert s.updated == 1 and reads["fold"] == []
+    assert cli("runs", "--json", "--all", "--db", db_url).stdout == records_runs_json(home)
+    # a settled run that gets more events (allowed after terminal.json) is folded from its offset
+    append_event(a, type="provider_attempt_finished", attempt_key="attempt-1", outcome="completed")
+    reads["fold"] = []
+    s = index_homes([home], db_url)
+    assert s.updated == 1 and [n for n, off in reads["fold"]] == [a.name] and reads["fold"][0][1] > 0
+    assert cli("show", a.name, "--json", "--db", db_url).stdout == records_show_json(a)
+
+
+@pytest.mark.parametrize("how", ["truncate", "prefix", "replace"])
+def test_rewritten_events_detected_and_flagged(home, db_url, how):
+    a = make_run(home)
+    make_run(home)
+    index_homes([home], db_url)
+    ev = a / "events.jsonl"
+    data = ev.read_bytes()
+    lines = data.splitlines(keepends=True)
+    if how == "truncate":
+        ev.write_bytes(b"".join(lines[:2]))
+    elif how == "prefix":  # same size, first line changed
+        first = lines[0].replace(b'"seq":0', b'"seq":7')
+        ev.write_bytes(first + b"".join(lines[1:]))
+        assert os.path.getsize(ev) == len(data)
+    else:  # a new file (new inode) with more content
+        tmp = a / "events.new"
+        tmp.write_bytes(data + lines[-1].replace(b'"seq":', b'"seq":1'))
+        os.replace(tmp, ev)
+    s = index_homes([home], db_url)
+    assert s.rewritten == 1 and s.updated == 1
+    got = {r["id"]: r for r in orjson.loads(cli("runs", "--json", "--all", "--db", db_url).stdout)}
+    want = {r["id"]: r for r in orjson.loads(records_runs_json(home))}
+    # re-read whole: everything equals the records, plus one gap "record rewritten"
+    assert got[a.name]["evidence_gaps"] == want[a.name]["evidence_gaps"] + 1
+    got[a.name]["evidence_gaps"] -= 1
+    assert got == want
+    assert cli("sql", "SELECT record_rewrites FROM runs_v WHERE record_rewrites > 0", "--json",
+               "--db", db_url).stdout.count('"record_rewrites": 1') == 1
+
+
+def test_removed_and_new_runs_and_several_homes(home, tmp_path, db_url):
+    a = make_run(home)
+    make_run(home)
+    other = tmp_path / "other"
+    c = make_run(other, model="o1")
+    s = index_homes([home, other], db_url)
+    assert s.new == 3
+    shutil.rmtree(a)
+    s = index_homes([home, other], db_url)
+    assert s.removed == 1 and s.unchanged == 2
+    assert cli("runs", "--json", "--all", "--db", db_url).stdout == records_runs_json(home)
+    res = cli("runs", "--json", "--all", "--db", db_url, "--home", str(other))
+    assert res.stdout == records_runs_json(other) and c.name in res.stdout
+    homes = orjson.loads(cli("sql", "SELECT home, count(*) AS n FROM runs_v GROUP BY home ORDER BY home",
+                             "--json", "--db", db_url).stdout)
+    assert homes == [{"home": str(home), "n": 1}, {"home": str(other), "n": 1}]
+
+
+def test_abandoned_run_is_not_running_forever(home, db_url):
+    import subprocess
+    import sys
+
+    code = ("import sys; from ledger.records import publish_run; m = publish_run(sys.argv[1], harness='command');"
+            "print(m.run_id, flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code, str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    run_id = child.stdout.readline().decode().strip()
+    try:
+        index_homes([home], db_url)
+        rows = orjson.loads(cli("runs", "--json", "--db", db_url).stdout)
+        assert [r["state"] for r in rows if r["id"] == run_id] == ["running"]
+    finally:
+        child.stdin.close()
+        child.wait()
+    rows = orjson.loads(cli("runs", "--json", "--db", db_url).stdout)
+    assert [r["state"] for r in rows if r["id"] == run_id] == ["abandoned"]
+    # the liveness re-check also updates the stored state on the next pass
+    state = cli("sql", f"SELECT state FROM runs_v WHERE run_id = '{run_id}'", "--csv", "--db", db_url).stdout
+    assert state.splitlines() == ["state", "abandoned"]
+
+
+def test_index_cli_summary(home, db_url):
+    damaged_home(home)
+    res = cli("index", "--db", db_url, "--json")
+    assert res.exit_code == 0
+    summary = orjson.loads(res.stdout)
+    assert summary["new"] == 7 and summary["unchanged"] == 0
+    assert {os.path.basename(os.path.dirname(p["path"])) for p in summary["skipped"]} >= {"runs"} or summary["skipped"]
+    assert all(p["path"] and p["reason"] for p in summary["skipped"])
+    assert "indexed: 7 new, 0 updated, 0 unchanged, 2 skipped (damaged)" in res.stderr
+    assert "skipped damaged record" in res.stderr
+    res = cli("index", "--db", db_url)
+    assert res.stdout == "" and "0 new, 0 updated, 9 unchanged" in res.stderr
+
+
+def test_racy_runs_are_rechecked(home, db_url, monkeypatch):
+    monkeypatch.setattr(indexer_mod, "RACY_NS", 10**12)  # everything looks just-written
+    a = make_run(home, outcome=None)
+    index_homes([home], db_url)
+    (a / "terminal.json").unlink(missing_ok=True)
+    settle_run(a)
+    s = index_homes([home], db_url)
+    assert s.updated == 1
+    assert cli("runs", "--json", "--all", "--db", db_url).stdout == records_runs_json(home)
+
+
+def test_sealed_shards_are_skipped_until_they_change(home, db_url, monkeypatch, reads):
+    import uuid
+
+    import sqlalchemy as sa
+
+    monkeypatch.setattr(indexer_mod, "SEAL_GRACE_NS", 0)
+    a = make_run(home)
+    live = make_run(home, outcome=None)
+    index_homes([home], db_url)
+    eng = sa.create_engine(db_url)
+    with eng.connect() as conn:
+        sealed = dict(conn.exec_driver_sql("SELECT shard, sealed FROM index_shards").fetchall())
+    eng.dispose()
+    assert sealed[a.parent.name] == (a.parent.name != live.parent.name) and sealed[live.parent.name] is False
+    stats = []
+    real_stat = os.stat
+    monkeypatch.setattr(indexer_mod.os, "stat", lambda p, *a, **k: stats.append(str(p)) or real_stat(p, *a, **k))
+    s = index_homes([home], db_url)
+    monkeypatch.setattr(indexer_mod.os, "stat", real_stat)
+    assert s.unchanged == 2 and s.records_read == 0
+    if a.parent.name != live.parent.name:
+        assert not [p for p in stats if a.name in p]  # the sealed shard's runs were not even stat'ed
+    # a new run in the sealed shard changes the shard directory: it is found
+    new_id = "run_" + a.parent.name + uuid.uuid4().hex[2:]
+    from ledger.records import RunCapture
+
+    with RunCapture(home, harness="command", run_id=new_id):
+        pass
+    s = index_homes([home], db_url)
+    assert s.new == 1
+    assert cli("runs", "--json", "--all", "--db", db_url).stdout == records_runs_json(home)

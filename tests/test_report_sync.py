@@ -1,0 +1,141 @@
+"""The estimate cache (report_facts): priced once, re-priced only when usage or prices change."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import sqlalchemy as sa
+
+from ledger.index.ops import index_homes
+from ledger.pricing import estimate_cost
+from ledger.records import read_run
+from ledger.records.writer import settle
+from ledger.report.aggregate import ReportQuery
+from ledger.report.models import ReportFact
+from ledger.report.service import query, writing
+from ledger.report.sync import sync_facts
+from reporthelpers import claude_stream, make, make_abandoned
+
+facts = ReportFact.__table__
+
+
+class Counting:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, provider, model, counters):
+        self.calls.append(model)
+        return estimate_cost(provider, model, counters)
+
+
+def _sync(url, pv="prices v1", **kw):
+    est = Counting()
+    with writing(url) as conn:
+        stats = sync_facts(conn, estimator=est, price_version=pv, **kw)
+    return stats, est
+
+
+def _runs(url, kind="run"):
+    rep = query(url, ReportQuery(kind=kind))
+    return {r["key"]: r for r in rep.rows}, rep
+
+
+def test_estimates_are_cached_and_repriced_only_when_needed(home, db_url):
+    a = make(home, "2026-03-08T10:00:00Z", [claude_stream(final=False, counters={"cost_usd": None})])
+    b = make(home, "2026-03-08T11:00:00Z", [claude_stream(model="gpt-5.5", provider="openai", final=False,
+                                                          counters={"cost_usd": None})], model="gpt-5.5")
+    index_homes([home], db_url)
+    stats, est = _sync(db_url)
+    assert stats.full and stats.rebuilt == 2 and len(est.calls) == 2
+    # nothing changed: nothing is re-read or re-priced
+    stats, est = _sync(db_url)
+    assert not stats.full and stats.rebuilt == 0 and est.calls == []
+    # a new run: only it is priced
+    c = make(home, "2026-03-08T12:00:00Z", [claude_stream(final=False, counters={"cost_usd": None,
+                                                                                  "input_tokens": 999})])
+    index_homes([home], db_url)
+    stats, est = _sync(db_url)
+    assert stats.rebuilt == 1 and len(est.calls) == 1
+    rows, _ = _runs(db_url)
+    assert rows[read_run(c).id]["input_tokens"] == 999
+    # the price data changed: everything is re-priced
+    stats, est = _sync(db_url, pv="prices v2")
+    assert stats.full and stats.rebuilt == 3 and len(est.calls) == 3
+    # a run removed from the home leaves the report
+    shutil.rmtree(b)
+    index_homes([home], db_url)
+    stats, est = _sync(db_url, pv="prices v2")
+    assert stats.removed == 1 and est.calls == []
+    rows, _ = _runs(db_url)
+    assert set(rows) == {read_run(a).id, read_run(c).id}
+    with writing(db_url) as conn:
+        pv = {r[0] for r in conn.execute(sa.select(facts.c.price_version))}
+    assert pv == {"prices v2"}
+
+
+def test_a_running_run_that_settles_and_grows_is_updated(home, db_url):
+    from ledger.records.writer import EventWriter
+
+    run = make(home, "2026-03-08T10:00:00Z", [claude_stream(final=False, counters={"cost_usd": None})],
+               outcome=None)
+    index_homes([home], db_url)
+    _sync(db_url)
+    rows, _ = _runs(db_url)
+    r = rows[read_run(run).id]
+    assert r["failed"] == 0 and r["cost_basis"] == "estimated"
+    # the run goes on: more usage, then its receipt with the client's cost, then it fails
+    w = EventWriter(run)
+    w._seq = 100
+    w.emit("usage", usage_stream_id="attempt-1/turn-1/claude-sonnet-4-5", provider="anthropic",
+           model="claude-sonnet-4-5", attempt_key="attempt-1", turn_key="turn-1", observation_seq=9,
+           counter_kind="cumulative", start_known=True, final_receipt=True,
+           usage={"input_tokens": 500, "output_tokens": 50, "cost_usd": 0.5})
+    w.close()
+    settle(run, "failed")
+    index_homes([home], db_url)
+    stats, est = _sync(db_url)
+    assert stats.rebuilt == 1
+    rows, _ = _runs(db_url)
+    r = rows[read_run(run).id]
+    assert r["failed"] == 1 and r["input_tokens"] == 500 and r["cost_usd"] == 0.5 and r["cost_basis"] == "reported"
+
+
+def test_liveness_changes_reach_the_report(home, db_url):
+    make_abandoned(home, "2026-03-08T10:00:00Z")
+    index_homes([home], db_url)
+    _sync(db_url)
+    _, rep = _runs(db_url, "daily")
+    assert rep.totals["abandoned"] == 1
+
+
+def test_lost_facts_are_reconciled(home, db_url):
+    from ledger.report.models import ReportState
+
+    make(home, "2026-03-08T10:00:00Z", [claude_stream()])
+    make(home, "2026-03-08T11:00:00Z", [claude_stream()])
+    index_homes([home], db_url)
+    _sync(db_url)
+    state = ReportState.__table__
+    with writing(db_url) as conn:
+        # facts lost for a run the watermark no longer covers (e.g. written long ago)
+        first = conn.execute(sa.select(sa.func.min(facts.c.run_id))).scalar()
+        conn.execute(sa.delete(facts).where(facts.c.run_id == first))
+        conn.execute(sa.update(state).where(state.c.key == "synced_indexed_at").values(value="2999-01-01T00:00:00+00:00"))
+    stats, _ = _sync(db_url)
+    assert stats.checked == 0 and stats.reconciled and stats.rebuilt == 1
+    _, rep = _runs(db_url, "daily")
+    assert rep.totals["runs"] == 2
+
+
+@pytest.mark.parametrize("mode", ["auto", "estimated"])
+def test_unpriced_model_reason_is_kept_with_the_cache(home, mode):
+    url = f"sqlite:///{home.parent / 'idx.sqlite'}"
+    make(home, "2026-03-08T10:00:00Z", [claude_stream(model="nope-1", final=False, counters={"cost_usd": None})],
+         model="nope-1")
+    index_homes([home], url)
+    _sync(url)
+    _sync(url)  # the cached row keeps its reason
+    rep = query(url, ReportQuery(kind="daily", cost=mode))
+    assert rep.pricing["unpriced"][0]["model"] == "nope-1"
+    assert rep.rows[0]["cost_basis"] == "unknown"
