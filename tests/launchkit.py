@@ -54,11 +54,20 @@ def fake_agent(tmp_path: Path, name: str, stream: bytes, exit_code: int = 0) -> 
     return exe
 
 
+STREAM_FLAGS = {"claude": ["--output-format", "stream-json", "--verbose"], "codex": ["exec", "--json"],
+                "gemini": ["--output-format", "stream-json"]}
+
+
 def replay(home: Path, tmp_path: Path, name: str, stream: bytes, args: Sequence[str] = (),
-           exit_code: int = 0, **opts: Any) -> tuple[RunResult, RunSnapshot]:
+           exit_code: int = 0, stream_flags: bool = True, **opts: Any) -> tuple[RunResult, RunSnapshot]:
     """Run a fake `name` printing `stream` under ledger (in process); return the result and
-    the record as read back."""
+    the record as read back. The agent's stream flags are added to `args` unless present."""
     exe = fake_agent(tmp_path, name, stream, exit_code)
+    args = list(args)
+    if stream_flags:
+        for flag in STREAM_FLAGS.get(name, []):
+            if flag not in args:
+                args.append(flag)
     opts.setdefault("progress", False)
     opts.setdefault("env", {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     result = launch(RunOptions(argv=[str(exe), *args], home=home, **opts))

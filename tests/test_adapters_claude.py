@@ -306,3 +306,14 @@ def test_numbers_that_are_not_counts_are_ignored(home, tmp_path):
     result, snap = replay(home, tmp_path, "claude", stream, exit_code=1)
     assert snap.usage.input_tokens is None and snap.usage.output_tokens is None
     assert snap.evidence_gaps == 0
+
+
+def test_claude_without_stream_json_is_recorded_as_a_plain_command(home, tmp_path, capfd):
+    result, snap = replay(home, tmp_path, "claude", b"Just a plain answer.\n", args=["-p", "hi"],
+                          stream_flags=False)
+    out, err = capfd.readouterr()
+    assert "not asked for its JSON stream" in err
+    assert out == "Just a plain answer.\n"  # passed through, as for any command
+    assert snap.harness == "claude" and result.outcome == "completed" and result.evidence == "not_applicable"
+    assert snap.usage.streams == 0
+    assert result_event(snap.path)["stream_format"].startswith("not requested")

@@ -143,3 +143,15 @@ def test_postgres_newer_revision_refused_then_rebuilt(home, pg_url):
     assert res.exit_code == 1 and "unknown to this ledger" in res.stderr and "--rebuild" in res.stderr
     assert cli("index", "--rebuild", "--db", pg_url).exit_code == 0
     assert cli("runs", "--json", "--all", "--db", pg_url).stdout == before
+
+
+def test_index_files_are_private(home):
+    import stat
+
+    from indexhelpers import make_run
+
+    make_run(home)
+    assert cli("runs", "--json").exit_code == 0
+    for name in os.listdir(home):
+        if name.startswith("index.sqlite"):
+            assert stat.S_IMODE(os.stat(home / name).st_mode) & 0o077 == 0, name

@@ -217,10 +217,13 @@ def test_racy_runs_are_rechecked(home, db_url, monkeypatch):
     assert cli("runs", "--json", "--all", "--db", db_url).stdout == records_runs_json(home)
 
 
-def test_sealed_shards_are_skipped_until_they_change(home, db_url, monkeypatch, reads):
+def test_sealed_shards_are_skipped_until_they_change(home, db_url, monkeypatch):
+    """Settled, quiet runs are sealed: their shard is not even listed while unchanged."""
     import uuid
 
     import sqlalchemy as sa
+
+    from ledger.records import RunCapture
 
     monkeypatch.setattr(indexer_mod, "SEAL_GRACE_NS", 0)
     a = make_run(home)
@@ -228,23 +231,26 @@ def test_sealed_shards_are_skipped_until_they_change(home, db_url, monkeypatch, 
     index_homes([home], db_url)
     eng = sa.create_engine(db_url)
     with eng.connect() as conn:
-        sealed = dict(conn.exec_driver_sql("SELECT shard, sealed FROM index_shards").fetchall())
+        sealed = {k: bool(v) for k, v in conn.exec_driver_sql("SELECT shard, sealed FROM index_shards")}
     eng.dispose()
-    assert sealed[a.parent.name] == (a.parent.name != live.parent.name) and sealed[live.parent.name] is False
-    stats = []
+    same = a.parent.name == live.parent.name
+    assert sealed[a.parent.name] is (not same) and sealed[live.parent.name] is False
+    stats: list[str] = []
     real_stat = os.stat
-    monkeypatch.setattr(indexer_mod.os, "stat", lambda p, *a, **k: stats.append(str(p)) or real_stat(p, *a, **k))
+    monkeypatch.setattr(indexer_mod.os, "stat", lambda p, *args, **kw: stats.append(str(p)) or real_stat(p, *args, **kw))
     s = index_homes([home], db_url)
     monkeypatch.setattr(indexer_mod.os, "stat", real_stat)
     assert s.unchanged == 2 and s.records_read == 0
-    if a.parent.name != live.parent.name:
+    if not same:
         assert not [p for p in stats if a.name in p]  # the sealed shard's runs were not even stat'ed
+    # a late append to a sealed run is seen by --full (or when its shard changes)
+    append_event(a, type="tool_use", name="Late", summary="z")
+    assert index_homes([home], db_url).updated == (1 if same else 0)
+    assert index_homes([home], db_url, full=True).updated == (0 if same else 1)
     # a new run in the sealed shard changes the shard directory: it is found
-    new_id = "run_" + a.parent.name + uuid.uuid4().hex[2:]
-    from ledger.records import RunCapture
-
-    with RunCapture(home, harness="command", run_id=new_id):
+    with RunCapture(home, harness="command", run_id="run_" + a.parent.name + uuid.uuid4().hex[2:]):
         pass
-    s = index_homes([home], db_url)
-    assert s.new == 1
+    assert index_homes([home], db_url).new == 1
     assert cli("runs", "--json", "--all", "--db", db_url).stdout == records_runs_json(home)
+    res = cli("index", "--full", "--db", db_url, "--json")
+    assert res.exit_code == 0 and orjson.loads(res.stdout)["records_read"] == 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 import orjson
 
 from launchkit import replay, result_event
@@ -13,33 +15,46 @@ from ledger.launch.capture import LineSplitter, RawCapture, StrictParser, TailBu
 def test_line_splitter_handles_chunk_boundaries():
     sp = LineSplitter()
     assert sp.feed(b'{"a"') == []
-    assert sp.feed(b':1}\n{"b":2}\n{"c"') == [b'{"a":1}\n', b'{"b":2}\n']
+    assert sp.feed(b':1}\n{"b":2}\n{"c"') == [b'{"a":1}', b'{"b":2}']
     assert sp.feed(b"") == []
     assert sp.finish() == b'{"c"'
     assert sp.finish() is None
 
 
+def _feed(cap: RawCapture, data: bytes, size: int) -> None:
+    for i in range(0, len(data), size):
+        cap.add(data[i:i + size])
+
+
 def test_raw_capture_keeps_everything_within_the_bound():
     cap = RawCapture(limit=1000, tail_reserve=200)
-    lines = [b"x" * 9 + b"\n" for _ in range(50)]
-    for line in lines:
-        cap.add(line)
-    assert cap.data() == b"".join(lines) and not cap.truncated
+    data = b"".join(b"x" * 9 + b"\n" for _ in range(50))
+    _feed(cap, data, 7)
+    assert cap.data() == data and not cap.truncated
     assert cap.describe()["total_lines"] == 50
 
 
-def test_raw_capture_overflow_keeps_head_and_tail_at_line_boundaries():
+@pytest.mark.parametrize("chunk", [1, 7, 10, 64, 333, 5000])
+def test_raw_capture_overflow_keeps_head_and_tail_at_line_boundaries(chunk):
     cap = RawCapture(limit=1000, tail_reserve=200)
     lines = [b"%04d" % i + b"." * 5 + b"\n" for i in range(500)]  # 10 bytes each, 5000 bytes
-    for line in lines:
-        cap.add(line)
+    _feed(cap, b"".join(lines), chunk)
     data = cap.data()
     assert len(data) <= 1000 and cap.truncated
     kept = data.split(b"\n")[:-1]
+    assert all(len(k) == 9 for k in kept)  # whole lines only
     assert kept[0].startswith(b"0000") and kept[-1].startswith(b"0499")  # first and last lines kept
+    nums = [int(k[:4]) for k in kept]
+    assert nums == sorted(nums)
     d = cap.describe()
     assert d["omitted_bytes"] + len(data) == d["total_bytes"] == 5000
-    assert d["omitted_lines"] + len(kept) == 500
+    assert d["omitted_lines"] + len(kept) == d["total_lines"] == 500
+
+
+def test_raw_capture_final_line_without_newline():
+    cap = RawCapture(limit=1000, tail_reserve=200)
+    cap.add(b'{"a":1}\n{"b":2}')
+    assert cap.data() == b'{"a":1}\n{"b":2}' and cap.describe()["total_lines"] == 2
 
 
 def test_tail_buffer_keeps_the_end_from_a_line_start():

@@ -245,7 +245,8 @@ def test_max_cost_stops_the_agent(home, tmp_path):
                       + "sleep 30\n")
     script.chmod(0o755)
     t = time.monotonic()
-    result = launch(RunOptions(argv=[str(script)], home=home, max_cost=1.0, progress=False, grace_secs=1))
+    result = launch(RunOptions(argv=[str(script), "--output-format", "stream-json", "--verbose"], home=home,
+                               max_cost=1.0, progress=False, grace_secs=1))
     assert time.monotonic() - t < 15
     assert result.outcome == "interrupted" and result.stop_reason == "max_cost" and result.exit_code == 125
     ev = result_event(result.path)
@@ -255,3 +256,18 @@ def test_max_cost_stops_the_agent(home, tmp_path):
     assert snap.outcome == "interrupted" and snap.usage.final_streams == 0
     # $3/M input: 100k input + 1k output is ~$0.315 a message: stopped after 4, long before 100
     assert snap.usage.input_tokens < 20 * 100000
+
+
+def test_unwritable_home_is_a_ledger_error(tmp_path):
+    p = ledger_cli(["run", "--home", "/dev/null/home", "--", "true"], env=_env(tmp_path / "unused"))
+    assert p.returncode == 1
+    assert b"Error: cannot create a run record" in p.stderr and b"Hint:" in p.stderr
+
+
+def test_hot_path_imports_no_database_or_price_table(home):
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "ledger", "run", "--", "true"],
+                       env=_env(home), capture_output=True, timeout=60)
+    assert p.returncode == 0
+    imported = {line.split("|")[-1].strip() for line in p.stderr.decode().splitlines() if "|" in line}
+    for heavy in ("sqlalchemy", "alembic", "genai_prices", "rich", "ledger.index"):
+        assert not any(m == heavy or m.startswith(heavy + ".") for m in imported), heavy

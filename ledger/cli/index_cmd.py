@@ -19,6 +19,7 @@ def index(
     home: HomesOpt = None,
     db: DbOpt = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild the index from the records (atomically swapped in).")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Also look into sealed shards (settled, quiet runs; normally skipped while their directory is unchanged).")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Index run records into SQLite (default: <home>/index.sqlite) or any SQLAlchemy URL.
@@ -37,7 +38,7 @@ def index(
     homes = [Path(os.path.abspath(h)) for h in (home or [resolve_home(None)])]
     url = dbmod.resolve_url(homes[0], db)
     with _progress(sys.stderr.isatty()) as progress:
-        summary = index_homes(homes, url, rebuild=rebuild, notify=err, progress=progress)
+        summary = index_homes(homes, url, rebuild=rebuild, notify=err, progress=progress, full=full)
     for p in summary.skipped:
         err(f"skipped damaged record {p.path}: {p.reason}")
     err(summary.line())
@@ -59,17 +60,18 @@ class _progress:
         return self.update if self.enabled else None
 
     def update(self, done: int, total: int) -> None:
+        """`total` 0 means unknown (records are processed as they are found)."""
         if self.bar is None:
-            if total < self.MIN_WORK:
+            if done < self.MIN_WORK:
                 return
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                console=Console(stderr=True), transient=True)
+            self.bar = Progress(SpinnerColumn(), TextColumn("indexing records"), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
             self.bar.start()
-            self.task = self.bar.add_task("index", total=total)
-        self.bar.update(self.task, completed=done, total=total)
+            self.task = self.bar.add_task("index", total=None)
+        self.bar.update(self.task, completed=done, total=total or None)
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

@@ -53,9 +53,11 @@ from ledger.records.timefmt import parse_rfc3339
 BATCH = 500
 PREFIX_BYTES = 4096
 RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every ~10 ms
-# A settled record whose files have been quiet this long is sealed: its shard directory is
-# skipped while unchanged. (Loopflow may append an event right after terminal.json.)
-SEAL_GRACE_NS = 5_000_000_000
+# A settled record whose directory and events.jsonl have been quiet this long is sealed:
+# its shard is not looked into while the shard directory is unchanged (DESIGN §7: touch only
+# unsettled runs and new directories). Loopflow may append an event just after terminal.json;
+# `ledger index --full` looks into every shard.
+SEAL_GRACE_NS = 10_000_000_000
 REWRITE_GAP_NOTE = "record rewritten"
 
 runs_t = Run.__table__
@@ -114,14 +116,14 @@ def _dir_sig(st: os.stat_result) -> str:
     return f"{st.st_mtime_ns}:{st.st_ino}"
 
 
-def _subdirs(path: str) -> list[tuple[str, str]]:
-    """(name, path) of the directories in `path`, sorted; `.`-names skipped (iter_run_dirs' rules)."""
+def _subdirs(path: str, sort: bool = True) -> list[tuple[str, str]]:
+    """(name, path) of the directories in `path`; `.`-names skipped (iter_run_dirs' rules)."""
     try:
         with os.scandir(path) as it:
-            return sorted((e.name, e.path) for e in it
-                          if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+            out = [(e.name, e.path) for e in it if e.name[0] != "." and e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
+    return sorted(out) if sort else out
 
 
 def _i64(v: int) -> int:
@@ -213,8 +215,9 @@ class Indexer:
     """Index homes into an open engine. `progress(done, total)` is called while working."""
 
     def __init__(self, engine: Any, *, progress: Progress | None = None, single_transaction: bool = False,
-                 racy_ns: int | None = None) -> None:
+                 racy_ns: int | None = None, full: bool = False) -> None:
         self.engine = engine
+        self.full = full
         self.progress = progress
         self.single = single_transaction
         self.racy_ns = RACY_NS if racy_ns is None else racy_ns
@@ -256,103 +259,41 @@ class Indexer:
         racy_before = start_ns - self.racy_ns
         seal_before = start_ns - SEAL_GRACE_NS
         sh = shards_t.c
+        c = cursors_t.c
+        r = runs_t.c
         with self._txn(conn):
-            shard_rows = {row[0]: row[1:] for row in conn.execute(
-                sa.select(sh.shard, sh.dir_sig, sh.sealed, sh.runs).where(sh.home_id == home_id))}
-        # 1. shard directories: skip the sealed ones whose directory did not change
+            shard_rows = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
+                "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = :h"), {"h": home_id})}
+        # 1. shard directories: a sealed shard whose directory did not change is not opened
         scan: list[tuple[str, str, str, bool]] = []
         skipped: list[str] = []
-        for shard, spath in _subdirs(os.path.join(home, "runs")):
+        for shard, spath in _subdirs(os.path.join(home, "runs"), sort=False):
             try:
                 sst = os.stat(spath)
             except OSError:
                 continue
-            ssig = _dir_sig(sst)
+            ssig = f"{sst.st_mtime_ns}:{sst.st_ino}"
             sracy = sst.st_mtime_ns >= racy_before
             row = shard_rows.get(shard)
-            if row is not None and row[1] and row[0] == ssig and not sracy:
+            if not self.full and row is not None and row[1] and row[0] == ssig and not sracy:
                 skipped.append(shard)
                 s.unchanged += row[2]
             else:
                 scan.append((shard, spath, ssig, sracy))
-        on_disk = {x[0] for x in scan} | set(skipped)
+        on_disk = {x[0] for x in scan}.union(skipped)
         gone_shards = [sd for sd in shard_rows if sd not in on_disk]
-        c = cursors_t.c
-        r = runs_t.c
-        cursors: dict[str, tuple] = {}
-        problems: list[ScanProblem] = []
-        unsettled: dict[str, tuple] = {}
         with self._txn(conn):
-            scan_names = [x[0] for x in scan]
-            for i in range(0, len(scan_names), BATCH):
-                for row in conn.execute(
-                        sa.select(c.run_id, c.status, c.settled, c.racy, c.dir_sig, c.events_sig, c.problem_path,
-                                  c.problem, c.shard)
-                        .where(c.home_id == home_id, c.shard.in_(scan_names[i:i + BATCH]))):
-                    cursors[row[0]] = row[1:]
-            if skipped:  # damaged records in sealed shards are still listed every pass
+            if skipped:  # damaged records of sealed shards are still listed on every pass
                 skipped_set = set(skipped)
-                problems = [ScanProblem(pp, pr) for sd, pp, pr in conn.execute(
+                s.skipped.extend(ScanProblem(pp, pr) for sd, pp, pr in conn.execute(
                     sa.select(c.shard, c.problem_path, c.problem)
-                    .where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)) if sd in skipped_set]
-            unsettled = {row[0]: row[1:] for row in conn.execute(
+                    .where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)) if sd in skipped_set)
+            unsettled = {row[0]: tuple(row[1:]) for row in conn.execute(
                 sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state)
                 .where(r.home_id == home_id, r.settled == sa.false()))}
-        s.skipped.extend(problems)
-        # 2. runs of the shards that may have changed: two stats per run
-        work: list[_Work] = []
         relive: list[dict[str, Any]] = []
-        seen: set[str] = set()
         shard_state: dict[str, list] = {}  # shard -> [dir_sig, sealed, runs]
-        join = os.path.join
-        stat = os.stat
-        for shard, spath, ssig, sracy in scan:
-            state = shard_state[shard] = [ssig, not sracy, 0]
-            for name, path in _subdirs(spath):
-                if not name.startswith(PREFIX):
-                    continue
-                try:
-                    dst = stat(path)
-                except OSError:
-                    continue
-                seen.add(name)
-                state[2] += 1
-                dsig = _dir_sig(dst)
-                try:
-                    est = stat(join(path, reader.EVENTS))
-                    esig = _sig(est)
-                except OSError:
-                    est, esig = None, None
-                emtime = est.st_mtime_ns if est is not None else 0
-                racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
-                quiet = dst.st_mtime_ns < seal_before and emtime < seal_before
-                cur = cursors.get(name)
-                if cur is not None and not cur[2] and cur[3] == dsig and cur[4] == esig:
-                    if cur[0] == "damaged":
-                        s.skipped.append(ScanProblem(cur[5], cur[6]))
-                        s.unchanged += 1
-                        state[1] = state[1] and quiet
-                        continue
-                    if cur[1]:  # settled and unchanged
-                        s.unchanged += 1
-                        state[1] = state[1] and quiet
-                        continue
-                    state[1] = False  # unsettled: look again next pass
-                    u = unsettled.get(name)
-                    if u is not None:
-                        live = liveness(u[0] or "", u[1], launcher_dict(u[2], u[3]))
-                        if live != u[4]:
-                            relive.append({"h": home_id, "r": name, "state": live})
-                    if not racy:
-                        s.unchanged += 1
-                        continue
-                work.append(_Work(path, name, dsig, esig, est, cur, racy, shard, quiet and not racy))
-        gone = [name for name, cur in cursors.items() if name not in seen]
-        if relive:
-            with self._txn(conn):
-                conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
-                                                     runs_t.c.run_id == sa.bindparam("r"))
-                             .values(state=sa.bindparam("state")), relive)
+        removed_any = False
         if gone_shards:
             with self._txn(conn):
                 for t in CHILD_TABLES + (runs_t,):
@@ -361,34 +302,104 @@ class Indexer:
                 n = conn.execute(sa.delete(cursors_t).where(c.home_id == home_id, c.shard.in_(gone_shards))).rowcount
                 conn.execute(sa.delete(shards_t).where(sh.home_id == home_id, sh.shard.in_(gone_shards)))
             s.removed += max(0, n or 0)
-        if gone:
-            for i in range(0, len(gone), BATCH):
-                chunk = gone[i:i + BATCH]
-                with self._txn(conn):
-                    self._delete(conn, home_id, chunk, with_cursors=True)
-            s.removed += len(gone)
-        total = len(work)
+            removed_any = True
+        # 2. the other shards: two stats per run, records processed in batches as found
+        batch: list[_Work] = []
         done = 0
-        for i in range(0, total, BATCH):
-            batch = work[i:i + BATCH]
-            self._process_batch(conn, home_id, batch)
-            done += len(batch)
-            if self.progress is not None:
-                self.progress(done, total)
-        for w in work:  # a record processed now keeps its shard open unless it is final and quiet
-            if not w.sealable:
-                shard_state[w.shard][1] = False
-        changed_shards = [{"home_id": home_id, "shard": sd, "dir_sig": st[0], "sealed": st[1], "runs": st[2]}
-                          for sd, st in shard_state.items()
-                          if sd not in shard_rows or tuple(shard_rows[sd]) != tuple(st)]
-        if work or gone or relive or gone_shards or changed_shards:  # a pass that found nothing writes nothing
+        processed_any = False
+        stat = os.stat
+        events_name = os.sep + reader.EVENTS
+        for i in range(0, len(scan), 64):
+            group = scan[i:i + 64]
             with self._txn(conn):
-                if changed_shards:
+                cursors = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
+                    "SELECT run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem "
+                    "FROM index_cursors WHERE home_id = :h AND shard IN :shards")
+                    .bindparams(sa.bindparam("shards", expanding=True)),
+                    {"h": home_id, "shards": [g[0] for g in group]}).fetchall()}
+            seen: set[str] = set()
+            for shard, spath, ssig, sracy in group:
+                state = shard_state[shard] = [ssig, not sracy, 0]
+                for name, path in _subdirs(spath, sort=False):
+                    if not name.startswith(PREFIX):
+                        continue
+                    try:
+                        dst = stat(path)
+                    except OSError:
+                        continue
+                    seen.add(name)
+                    state[2] += 1
+                    dsig = f"{dst.st_mtime_ns}:{dst.st_ino}"
+                    try:
+                        est = stat(path + events_name)
+                        esig = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}"
+                        emtime = est.st_mtime_ns
+                    except OSError:
+                        est, esig, emtime = None, None, 0
+                    racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
+                    quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
+                    cur = cursors.get(name)
+                    if cur is not None and not cur[2] and cur[3] == dsig and cur[4] == esig:
+                        if cur[1]:  # settled and unchanged
+                            s.unchanged += 1
+                            state[1] = state[1] and quiet
+                            continue
+                        if cur[0] == "damaged":
+                            s.skipped.append(ScanProblem(cur[5], cur[6]))
+                            s.unchanged += 1
+                            state[1] = state[1] and quiet
+                            continue
+                        state[1] = False  # unsettled: only its liveness may have changed
+                        u = unsettled.get(name)
+                        if u is not None:
+                            live = liveness(u[0] or "", u[1], launcher_dict(u[2], u[3]))
+                            if live != u[4]:
+                                relive.append({"h": home_id, "r": name, "state": live})
+                        if not racy:
+                            s.unchanged += 1
+                            continue
+                    batch.append(_Work(path, name, dsig, esig, est, cur, racy, shard, quiet))
+                    if len(batch) >= BATCH:
+                        done += self._flush(conn, home_id, batch, shard_state, done)
+                        processed_any = True
+            gone = [name for name in cursors if name not in seen]
+            if gone:
+                with self._txn(conn):
+                    self._delete(conn, home_id, gone, with_cursors=True)
+                s.removed += len(gone)
+                removed_any = True
+        if batch:
+            done += self._flush(conn, home_id, batch, shard_state, done)
+            processed_any = True
+        if relive:
+            with self._txn(conn):
+                conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
+                                                     runs_t.c.run_id == sa.bindparam("r"))
+                             .values(state=sa.bindparam("state")), relive)
+        changed = [{"home_id": home_id, "shard": sd, "dir_sig": st[0], "sealed": st[1], "runs": st[2]}
+                   for sd, st in shard_state.items()
+                   if sd not in shard_rows or (shard_rows[sd][0], bool(shard_rows[sd][1]), shard_rows[sd][2])
+                   != (st[0], st[1], st[2])]
+        if processed_any or removed_any or relive or changed:  # a pass that found nothing writes nothing
+            with self._txn(conn):
+                if changed:
                     conn.execute(sa.delete(shards_t).where(sh.home_id == home_id,
-                                                           sh.shard.in_([x["shard"] for x in changed_shards])))
-                    conn.execute(sa.insert(shards_t), changed_shards)
+                                                           sh.shard.in_([x["shard"] for x in changed])))
+                    conn.execute(sa.insert(shards_t), changed)
                 conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
                              .values(last_indexed_at=dbmod.now_utc()))
+
+    def _flush(self, conn: Any, home_id: int, batch: list[_Work], shard_state: dict[str, list], done: int) -> int:
+        """Process a batch (one transaction); a record that is not final and quiet keeps its shard open."""
+        n = len(batch)
+        self._process_batch(conn, home_id, batch)
+        for w in batch:
+            if not w.sealable:
+                shard_state[w.shard][1] = False
+        batch.clear()
+        if self.progress is not None:
+            self.progress(done + n, 0)
+        return n
 
     def _delete(self, conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
         for t in CHILD_TABLES + (runs_t,) + ((cursors_t,) if with_cursors else ()):
@@ -466,8 +477,7 @@ class Indexer:
         """Read what changed in one record and append its rows + cursor to `out`."""
         path = w.path
         events_path = os.path.join(path, reader.EVENTS)
-        files_sig = "|".join(_file_sig(os.path.join(path, f)) for f in (reader.MANIFEST, reader.TERMINAL,
-                                                                        reader.PROVIDER_SESSION))
+        files_sig = None  # (reserved) manifest / terminal / provider-session are re-read whenever the record is
         manifest = reader.read_manifest(path)
         terminal = reader.read_terminal(path)  # before the events, like read_run()
         rewrites = prev.record_rewrites if prev is not None else 0

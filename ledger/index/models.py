@@ -228,15 +228,15 @@ class IndexCursor(Base):
     fold_state: Mapped[str | None] = mapped_column(Text)
     indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
-    __table_args__ = (Index("ix_index_cursors_home_id_shard", "home_id", "shard"),)
+    __table_args__ = (Index("ix_index_cursors_home_id_status", "home_id", "status"),)
 
 
 class IndexShard(Base):
     """The indexer's view of one shard directory (`runs/<xx>/`) of a home.
 
-    `sealed`: every record in it was settled (or damaged) and quiet for SEAL_GRACE when
-    last scanned; while the shard directory's signature (`dir_sig`) is unchanged, a pass
-    does not look inside it at all (a new or removed run changes the directory).
+    `sealed`: when last scanned, every record in it was settled (or damaged) and its files
+    had been quiet for SEAL_GRACE. While the shard directory's signature (`dir_sig`) stays
+    the same (a new or removed run changes it), a pass does not look inside a sealed shard.
     """
 
     __tablename__ = "index_shards"

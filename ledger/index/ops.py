@@ -46,32 +46,42 @@ def _merge_homes(first: Sequence[str], more: Sequence[str]) -> list[str]:
 
 def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: bool = False,
                 notify: Notify = _quiet, progress: Callable[[int, int], None] | None = None,
-                racy_ns: int | None = None) -> Any:
-    """Index `homes` into the database at `url`; returns an IndexSummary."""
+                racy_ns: int | None = None, full: bool = False) -> Any:
+    """Index `homes` into the database at `url`; returns an IndexSummary.
+
+    `full` looks into every shard directory, sealed ones included (see indexer.SEAL_GRACE_NS).
+    """
+
     from ledger.index.indexer import IndexSummary
 
+    import time
+
+    t0 = time.perf_counter()
     homes_abs = [os.path.abspath(os.fspath(h)) for h in homes]
     summary: IndexSummary
     if dbmod.is_sqlite(url):
-        summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns)
+        summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns, full)
     else:
-        summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns)
+        summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns, full)
     summary.db = dbmod.redact_url(url)
+    summary.seconds = time.perf_counter() - t0  # everything: checks, migrations, swap included
     return summary
 
 
-def _build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | None) -> Any:
+def _build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | None, full: bool = False) -> Any:
     """Build a complete index of `homes` in a temporary file next to `path`; return (tmp, summary)."""
     from ledger.index.indexer import Indexer
 
     tmp = path.with_name(f"{path.name}.rebuild-{os.getpid()}")
     dbmod.remove_sqlite_files(tmp)
+    # created 0600 before SQLite opens it (its -wal/-shm inherit the mode): nothing leaks
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     eng = dbmod.engine(f"sqlite:///{tmp}", mode="build")
     try:
         with eng.connect() as conn:
             with conn.begin():
                 dbmod.upgrade(conn)
-            summary = Indexer(eng, progress=progress, racy_ns=racy_ns).index(conn, homes)
+            summary = Indexer(eng, progress=progress, racy_ns=racy_ns, full=full).index(conn, homes)
             # outside any transaction (SQLAlchemy would begin one): the raw sqlite3 connection
             conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL").fetchall()
     except BaseException:
@@ -89,7 +99,7 @@ def _build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | Non
 
 
 def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, progress: Any,
-                  racy_ns: int | None) -> Any:
+                  racy_ns: int | None, full: bool = False) -> Any:
     from ledger.index.indexer import Indexer
 
     path = dbmod.sqlite_path(url)
@@ -117,7 +127,7 @@ def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
                     eng = dbmod.engine(url, mode="write")
                     try:
                         with eng.connect() as conn:
-                            return Indexer(eng, progress=progress, racy_ns=racy_ns).index(conn, homes)
+                            return Indexer(eng, progress=progress, racy_ns=racy_ns, full=full).index(conn, homes)
                     finally:
                         eng.dispose()
             except Exception as exc:  # noqa: BLE001 - classified below
@@ -143,7 +153,7 @@ def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
 
 
 def _index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, progress: Any,
-                  racy_ns: int | None) -> Any:
+                  racy_ns: int | None, full: bool = False) -> Any:
     """PostgreSQL (or another server database): transactional DDL, an advisory lock.
 
     A rebuild drops and recreates ledger's tables, migrates and indexes in ONE transaction:
@@ -188,7 +198,7 @@ def _index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
                             dbmod.drop_index_objects(conn)
                             dbmod.upgrade(conn)
                         summary = Indexer(eng, progress=progress, single_transaction=True,
-                                          racy_ns=racy_ns).index(conn, all_homes)
+                                          racy_ns=racy_ns, full=full).index(conn, all_homes)
                     summary.rebuilt = True
                     return summary
                 if status.kind in ("fresh", "upgrade"):
@@ -196,7 +206,7 @@ def _index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
                         dbmod.upgrade(conn)
                     if status.kind == "upgrade":
                         notify(f"ledger: upgraded the index from schema revision {status.revision} to {dbmod.HEAD}")
-                return Indexer(eng, progress=progress, racy_ns=racy_ns).index(conn, homes)
+                return Indexer(eng, progress=progress, racy_ns=racy_ns, full=full).index(conn, homes)
             finally:
                 if pg:
                     if conn.in_transaction():
@@ -274,6 +284,8 @@ def db_upgrade(url: str) -> str:
             if st.kind == "corrupt":
                 raise IndexError_(f"the index {path} is {st.detail}", hint="rebuild it with `ledger index --rebuild`")
             with dbmod.flock(dbmod.file_lock(path), exclusive=True):
+                if st.kind == "missing":
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
                 eng = dbmod.engine(url, mode="write")
                 try:
                     with eng.connect() as conn, conn.begin():

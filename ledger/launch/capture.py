@@ -23,7 +23,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024  # a longer "line" is junk and is not buffered
 
 
 class LineSplitter:
-    """Split a byte stream into lines (each returned with its trailing newline)."""
+    """Split a byte stream into lines (returned without their newline)."""
 
     __slots__ = ("_rest", "overlong")
 
@@ -39,7 +39,7 @@ class LineSplitter:
             self.overlong += 1
             rest = rest[-1024:]  # keep a little context; the line is junk anyway
         self._rest = rest
-        return [line + b"\n" for line in lines]
+        return lines
 
     def finish(self) -> bytes | None:
         """The final line without a newline, if any."""
@@ -48,7 +48,10 @@ class LineSplitter:
 
 
 class RawCapture:
-    """Head + rolling tail of a line stream within `limit` bytes (overflow flagged)."""
+    """Head + rolling tail of a byte stream within `limit` bytes, cut at line boundaries,
+    with the omitted middle counted (bytes and lines) and the overflow flagged.
+
+    Works on the chunks read from the pipe (not line by line): cheap for a fast stream."""
 
     def __init__(self, limit: int = DEFAULT_CAPTURE_BYTES, tail_reserve: int = DEFAULT_TAIL_RESERVE) -> None:
         self.limit = max(0, limit)
@@ -58,45 +61,77 @@ class RawCapture:
         self.head_bytes = 0
         self._tail: deque[bytes] = deque()
         self._tail_bytes = 0
+        self._dropped_bytes = 0       # whole chunks dropped from the tail's left
+        self._dropped_lines = 0
+        self._dropped_clean = True
         self.total_bytes = 0
-        self.total_lines = 0
-        self.omitted_bytes = 0
-        self.omitted_lines = 0
         self._in_tail = False
+        self._final: tuple[bytes, int, int] | None = None
+
+    def add(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self._final = None
+        self.total_bytes += len(chunk)
+        if not self._in_tail:
+            room = self.head_limit - self.head_bytes
+            if len(chunk) <= room:
+                self._head.append(chunk)
+                self.head_bytes += len(chunk)
+                return
+            cut = chunk.rfind(b"\n", 0, room) + 1  # keep whole lines in the head
+            if cut:
+                self._head.append(chunk[:cut])
+                self.head_bytes += cut
+            self._in_tail = True
+            chunk = chunk[cut:]
+            if not chunk:
+                return
+        self._tail.append(chunk)
+        self._tail_bytes += len(chunk)
+        # drop whole chunks from the left while what remains still covers the reserve
+        while self._tail and self._tail_bytes - len(self._tail[0]) >= self.tail_reserve:
+            old = self._tail.popleft()
+            self._tail_bytes -= len(old)
+            self._dropped_bytes += len(old)
+            self._dropped_lines += old.count(b"\n")
+            self._dropped_clean = old.endswith(b"\n")
+
+    def _finalize(self) -> tuple[bytes, int, int]:
+        """(tail bytes kept, omitted bytes, omitted lines)."""
+        if self._final is None:
+            tail = b"".join(self._tail)
+            omitted, omitted_lines = self._dropped_bytes, self._dropped_lines
+            start = max(0, len(tail) - self.tail_reserve)
+            if start or (omitted and not self._dropped_clean):
+                # keep at most the reserve, starting right after a newline
+                nl = tail.find(b"\n", max(start - 1, 0))
+                cut = len(tail) if nl < 0 else nl + 1
+                omitted += cut
+                omitted_lines += tail.count(b"\n", 0, cut)
+                tail = tail[cut:]
+            self._final = (tail, omitted, omitted_lines)
+        return self._final
+
+    @property
+    def omitted_bytes(self) -> int:
+        return self._finalize()[1]
 
     @property
     def truncated(self) -> bool:
         return self.omitted_bytes > 0
 
-    def add(self, line: bytes) -> None:
-        n = len(line)
-        self.total_bytes += n
-        self.total_lines += 1
-        if not self._in_tail:
-            if self.head_bytes + n <= self.head_limit:
-                self._head.append(line)
-                self.head_bytes += n
-                return
-            self._in_tail = True
-        self._tail.append(line)
-        self._tail_bytes += n
-        while self._tail_bytes > self.tail_reserve and self._tail:
-            old = self._tail.popleft()
-            self._tail_bytes -= len(old)
-            self.omitted_bytes += len(old)
-            self.omitted_lines += 1
-
-    def lines(self) -> Iterator[bytes]:
-        yield from self._head
-        yield from self._tail
-
     def data(self) -> bytes:
-        return b"".join(self.lines())
+        return b"".join(self._head) + self._finalize()[0]
 
     def describe(self) -> dict[str, Any]:
-        return {"total_bytes": self.total_bytes, "total_lines": self.total_lines,
-                "truncated": self.truncated, "omitted_bytes": self.omitted_bytes,
-                "omitted_lines": self.omitted_lines, "limit_bytes": self.limit}
+        tail, omitted, omitted_lines = self._finalize()
+        total_lines = sum(c.count(b"\n") for c in self._head) + omitted_lines + tail.count(b"\n")
+        if (tail or self._head) and not (tail or self._head[-1]).endswith(b"\n"):
+            total_lines += 1  # a final line without newline
+        return {"total_bytes": self.total_bytes, "total_lines": total_lines,
+                "truncated": omitted > 0, "omitted_bytes": omitted,
+                "omitted_lines": omitted_lines, "limit_bytes": self.limit}
 
 
 class TailBuffer:
@@ -152,7 +187,7 @@ class StrictParser:
     def parse(self, line: bytes) -> dict[str, Any] | None:
         """The JSON object on this line, or None (blank or junk; junk is counted)."""
         self.line_no += 1
-        if not line.strip():
+        if not line or line.isspace():
             return None
         st = self.stats
         st.lines += 1

@@ -23,6 +23,9 @@ from typing import Callable, Mapping, Sequence
 from ledger.launch.capture import TailBuffer
 
 READ_SIZE = 1 << 20
+# The reader never waits for parsing unless this much read-but-unparsed output piles up
+# (memory stays bounded; below it a fast child is never held back).
+HIGH_WATER = 256 << 20
 F_SETPIPE_SZ = 1031  # Linux fcntl: grow a pipe's buffer
 PIPE_SIZE = 1 << 20
 EOF = None
@@ -54,7 +57,8 @@ class ChildProcess:
     def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
                  cwd: str | None = None, stderr_passthrough: bool = True,
                  stderr_tail_bytes: int = 64 * 1024,
-                 on_stderr: Callable[[bytes], None] | None = None) -> None:
+                 on_stderr: Callable[[bytes], None] | None = None,
+                 before_stderr: Callable[[], None] | None = None) -> None:
         self.argv = list(argv)
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
@@ -66,9 +70,12 @@ class ChildProcess:
         self.pgid = self.pid
         self.chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.stdout_bytes = 0
+        self._queued = 0
+        self._room = threading.Condition()
         self.stderr_tail = TailBuffer(stderr_tail_bytes)
         self._stderr_passthrough = stderr_passthrough
         self._on_stderr = on_stderr
+        self._before_stderr = before_stderr
         self.stopped_by: str | None = None     # why ledger stopped it (timeout, signal, max_cost)
         self.killed = False                    # SIGKILL was needed
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -93,6 +100,10 @@ class ChildProcess:
                 if not data:
                     break
                 self.stdout_bytes += len(data)
+                with self._room:
+                    self._queued += len(data)
+                    while self._queued > HIGH_WATER:
+                        self._room.wait(0.5)
                 put(data)
         finally:
             put(EOF)
@@ -108,6 +119,11 @@ class ChildProcess:
             if not data:
                 break
             self.stderr_tail.add(data)
+            if passthrough and self._before_stderr is not None:
+                try:
+                    self._before_stderr()
+                except Exception:  # noqa: BLE001 - a display hook never breaks capture
+                    pass
             if passthrough and not _write_all(2, data):
                 passthrough = False
             if self._on_stderr is not None:
@@ -115,6 +131,13 @@ class ChildProcess:
                     self._on_stderr(data)
                 except Exception:  # noqa: BLE001 - a display hook never breaks capture
                     pass
+
+    def consumed(self, n: int) -> None:
+        """The caller has processed `n` bytes of stdout (frees room for the reader)."""
+        with self._room:
+            self._queued -= n
+            if self._queued <= HIGH_WATER:
+                self._room.notify()
 
     def join_stderr(self, timeout: float) -> None:
         self._err_thread.join(timeout)

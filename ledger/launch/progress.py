@@ -83,6 +83,12 @@ class Progress:
         else:
             self._write(text + "\n")
 
+    def clear(self) -> None:
+        """Erase the status line (before someone else writes to the terminal)."""
+        if self.enabled and self.tty and self._drawn:
+            self._drawn = False
+            self._write("\r\x1b[K")
+
     def close(self) -> None:
         if self.enabled and self.tty and self._drawn:
             self._write("\r\x1b[K")

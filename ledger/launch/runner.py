@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ledger.errors import LedgerError
-from ledger.launch.adapters import adapter_class, detect_harness, model_from_argv, prompt_from_argv
+from ledger.launch.adapters import (
+    adapter_class, detect_harness, model_from_argv, prompt_from_argv, stream_format_ok,
+)
 from ledger.launch.adapters.base import Adapter
 from ledger.launch.capture import DEFAULT_CAPTURE_BYTES, LineSplitter, RawCapture, StrictParser, TailBuffer
 from ledger.launch.process import ChildProcess, _write_all, exit_code_for
@@ -196,6 +198,9 @@ class Launcher:
         if harness not in ("claude", "codex", "gemini", "command"):
             raise LedgerError(f"unknown harness {harness!r}", hint="use --harness auto|claude|codex|gemini|command")
         self.harness = harness
+        # an agent detected by name but not asked for its JSON stream is recorded as a plain
+        # command (no usage); an explicit --harness is trusted (e.g. a wrapper script)
+        self.reader = harness if opts.harness != "auto" or stream_format_ok(harness, argv) else "command"
         self.model = opts.model or model_from_argv(harness, argv)
         self.env = dict(opts.env if opts.env is not None else os.environ)
         self.redactor = Redactor.from_env(self.env, opts.redact)
@@ -211,18 +216,22 @@ class Launcher:
 
         o = self.o
         skill = o.skill or o.expect_skill
-        capture = RunCapture(
-            o.home, harness=self.harness, model=self.model, skill=skill, subjects=list(o.subjects),
-            launch=_launch_request(self.harness, self.argv, self.redactor), env=self.env,
-            cwd=o.cwd or os.getcwd(),
-        )
+        try:
+            capture = RunCapture(
+                o.home, harness=self.harness, model=self.model, skill=skill, subjects=list(o.subjects),
+                launch=_launch_request(self.harness, self.argv, self.redactor), env=self.env,
+                cwd=o.cwd or os.getcwd(),
+            )
+        except OSError as exc:
+            raise LedgerError(f"cannot create a run record in {o.home}: {exc.strerror or exc}",
+                              hint="pass a writable home with `ledger run --home DIR` (or set LEDGER_HOME)") from None
         self.capture = capture
         try:
             return self._run(capture)
-        except BaseException:
+        except BaseException as exc:
             if capture.settled is None:
                 try:
-                    capture.settle("failed")
+                    capture.settle("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
                 except Exception:  # noqa: BLE001 - already failing; the record stays unsettled
                     pass
             raise
@@ -240,7 +249,12 @@ class Launcher:
 
     def _run(self, capture: Any) -> RunResult:
         o = self.o
-        cls = adapter_class(self.harness)
+        cls = adapter_class(self.reader)
+        if self.reader != self.harness:
+            hint = {"claude": "--output-format stream-json --verbose", "codex": "exec --json",
+                    "gemini": "--output-format stream-json"}[self.harness]
+            sys.stderr.write(f"ledger: {self.harness} is not asked for its JSON stream ({hint}); "
+                             "recording it as a plain command: no usage, no cost\n")
         sessions = SessionStore(o.home) if cls.parses_stream else None
         adapter = cls(capture, redactor=self.redactor, model=self.model, argv=self.argv, sessions=sessions,
                       run_id=capture.run_id, expect_skill=o.expect_skill)
@@ -250,16 +264,22 @@ class Launcher:
         passthrough_fd = None if parses else (2 if o.json_output else o.stdout_fd)
 
         self.signals.install()
+        # the stdout reader thread must get the GIL back quickly after each read, or a fast
+        # child waits on a full pipe while the main thread parses: a short switch interval
+        previous_switch = sys.getswitchinterval()
+        sys.setswitchinterval(float(os.environ.get("LEDGER_SWITCH", "0.0005")))
         started = time.monotonic()
         try:
             try:
                 child = ChildProcess(self.argv, env=self._child_env(capture), cwd=o.cwd,
-                                     stderr_passthrough=True)
+                                     stderr_passthrough=True,
+                                     before_stderr=self.progress.clear if self.progress.tty else None)
             except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
                 return self._spawn_failed(capture, adapter, exc, started)
             self.child = child
             result = self._consume(capture, adapter, child, started, parses, passthrough_fd)
         finally:
+            sys.setswitchinterval(previous_switch)
             self.signals.restore()
             self.progress.close()
         return result
@@ -306,7 +326,6 @@ class Launcher:
 
         def process_lines(lines: list[bytes]) -> None:
             for line in lines:
-                raw.add(line)  # type: ignore[union-attr]
                 obj = parser.parse(line)
                 if obj is None:
                     continue
@@ -325,7 +344,9 @@ class Launcher:
                 eof = True
             elif chunk:
                 stats.last_event_at = time.monotonic()
+                child.consumed(len(chunk))
                 if parses:
+                    raw.add(chunk)  # type: ignore[union-attr]
                     process_lines(splitter.feed(chunk))
                     try:
                         adapter.flush()
@@ -399,15 +420,23 @@ class Launcher:
             if kill_at is not None and now >= kill_at and not child.killed:
                 child.kill()
         child.join_stderr(0.5)
+        # whatever is still queued (EOF raced with the exit, or we stopped waiting for EOF)
+        while True:
+            try:
+                chunk = child.chunks.get_nowait()
+            except Empty:
+                break
+            if not chunk:
+                continue
+            child.consumed(len(chunk))
+            if parses:
+                raw.add(chunk)  # type: ignore[union-attr]
+                process_lines(splitter.feed(chunk))
+            else:
+                stdout_tail.add(chunk)  # type: ignore[union-attr]
+                if passthrough_fd is not None and not _write_all(passthrough_fd, chunk):
+                    passthrough_fd = None
         if parses:
-            # whatever is still queued (EOF raced with the exit)
-            while True:
-                try:
-                    chunk = child.chunks.get_nowait()
-                except Empty:
-                    break
-                if chunk:
-                    process_lines(splitter.feed(chunk))
             last = splitter.finish()
             if last is not None:
                 process_lines([last])
@@ -509,7 +538,9 @@ class Launcher:
         if adapter.skill_invoked is not None:
             fields["skill_invoked"] = adapter.skill_invoked
             fields["expected_skill"] = self.o.expect_skill
-        if self.harness == "claude":
+        if self.reader != self.harness:
+            fields["stream_format"] = "not requested: recorded as a plain command"
+        if self.reader == "claude":
             fields["api_retries"] = adapter.stats.api_retries
         capture.emit(
             "result", outcome=outcome, duration_secs=duration, exit_code=exit_code, returncode=rc,
@@ -518,7 +549,11 @@ class Launcher:
             error=red.text(error) if error else None, command=[red.text(a) for a in self.argv],
             **fields,
         )
-        capture.settle(outcome)
+        try:
+            capture.settle(outcome)
+        except OSError as exc:  # the agent's exit status still wins; say what was not kept
+            sys.stderr.write(f"ledger: could not settle run {capture.run_id} ({exc.strerror or exc}); "
+                             "it will read as abandoned\n")
         return RunResult(
             run_id=capture.run_id, path=os.fspath(capture.path), harness=self.harness, model=self.model,
             outcome=outcome, exit_code=exit_code, returncode=rc, stop_reason=stop_reason, duration_secs=duration,

@@ -107,3 +107,4 @@ class ReportState(Base):
 RUNS_INDEXED_AT = Index("ix_runs_indexed_at", Run.__table__.c.indexed_at)
 
 REPORT_TABLES = ("report_facts", "report_state")
+REPORT_VIEWS = ("run_costs_v", "model_costs_v")  # created by migration 0002_report

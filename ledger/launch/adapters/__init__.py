@@ -45,6 +45,22 @@ def detect_harness(argv: Sequence[str]) -> str:
     return "command"
 
 
+def stream_format_ok(harness: str, argv: Sequence[str]) -> bool:
+    """Is the agent asked for the machine-readable stream its adapter reads?
+
+    claude: `--output-format stream-json` (which needs `--verbose` with `-p`); codex:
+    `exec ... --json`; gemini: `--output-format stream-json` / `-o stream-json`."""
+    argv = list(argv)
+    if harness == "claude":
+        return _option_value(argv, ("--output-format",)) == "stream-json"
+    if harness == "codex":
+        args = argv[1:]
+        return ("exec" in args or "e" in args) and ("--json" in args or "--experimental-json" in args)
+    if harness == "gemini":
+        return _option_value(argv, ("--output-format", "-o")) == "stream-json"
+    return True
+
+
 def model_from_argv(harness: str, argv: Sequence[str]) -> str | None:
     argv = list(argv)
     if harness == "claude":

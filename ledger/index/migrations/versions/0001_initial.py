@@ -8,12 +8,12 @@ can always be rebuilt. Everything here is therefore derived data, keyed by
   (per-run counters, reported cost, streams / final_streams) so reports aggregate one
   table; `usage_streams` keeps the per-stream maxima (model, final receipt, cache-write
   5m/1h split) for pricing; `subjects`, `attempts`, `tool_uses` hold the other facts.
-- `index_shards` lets a pass skip a whole shard directory whose records are all settled
-  and quiet (its directory signature unchanged), so a no-change pass over a long settled
-  history stats ~256 directories instead of every run.
 - `index_cursors` is the indexer's position in each record (file signatures, byte offset,
   prefix hash, the reducer's fold state); it is written in the same transaction as the
   rows it produced, so a crash never leaves rows without their cursor or the reverse.
+- `index_shards` lets a pass skip a whole shard directory whose records are all settled
+  and quiet (and whose directory did not change), so a no-change pass over a settled
+  history stats the ~256 shard directories, not every run (DESIGN §7).
 - `ledger_meta` marks the database as a ledger index (`application` = `ledger-index`);
   on SQLite `PRAGMA application_id` says the same in the file header, so a foreign
   SQLite file is told apart without reading any table.
@@ -234,7 +234,7 @@ def upgrade() -> None:
                                 name="fk_index_cursors_home_id_homes"),
         sa.PrimaryKeyConstraint("home_id", "run_id", name="pk_index_cursors"),
     )
-    op.create_index("ix_index_cursors_home_id_shard", "index_cursors", ["home_id", "shard"])
+    op.create_index("ix_index_cursors_home_id_status", "index_cursors", ["home_id", "status"])
     op.create_table(
         "index_shards",
         sa.Column("home_id", sa.Integer(), nullable=False),
