@@ -317,3 +317,17 @@ def test_claude_without_stream_json_is_recorded_as_a_plain_command(home, tmp_pat
     assert snap.harness == "claude" and result.outcome == "completed" and result.evidence == "not_applicable"
     assert snap.usage.streams == 0
     assert result_event(snap.path)["stream_format"].startswith("not requested")
+
+
+def test_a_failed_resume_does_not_reset_the_stored_session_figures(home, tmp_path):
+    first = client_result("claude-resume-first.jsonl")
+    sid = first["session_id"]
+    replay(home, tmp_path, "claude", _without_since("claude-resume-first.jsonl"))
+    failed = jsonl([{**INIT, "session_id": sid},
+                    _result(session_id=sid, is_error=True, result="API Error: 500", total_cost_usd=0, modelUsage={},
+                            usage={"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+                                   "cache_creation_input_tokens": 0})])
+    replay(home, tmp_path, "claude", failed, args=["--resume", sid], exit_code=1)
+    _, snap = replay(home, tmp_path, "claude", _without_since("claude-resume-second.jsonl"), args=["--resume", sid])
+    assert usage_tuple(snap) == (7, 11, 13, 17)  # still this run's part only
+    assert snap.usage.cost_usd == pytest.approx(0.00025365, rel=1e-9)

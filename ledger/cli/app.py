@@ -7,6 +7,7 @@ import typer
 from ledger.cli import run_cmd, runs_cmd
 from ledger.cli import db_cmd, index_cmd, sql_cmd
 from ledger.cli import report_cmd
+from ledger.cli import verify_cmd
 
 app = typer.Typer(
     name="ledger",
@@ -21,6 +22,7 @@ app.command("show")(runs_cmd.show)
 app.command("index")(index_cmd.index)
 app.command("sql")(sql_cmd.sql)
 app.command("report")(report_cmd.report)
+app.command("verify")(verify_cmd.verify)
 app.add_typer(db_cmd.app, name="db")
 
 

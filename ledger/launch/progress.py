@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 HEARTBEAT_SECS = 10.0
 
@@ -50,8 +50,10 @@ class Progress:
         self._write(("\r\x1b[K" if self.tty and self._drawn else "") + text + "\n")
         self._drawn = False
 
-    def update(self, stats: Any, tokens: dict[str, Any], cost: float | None, cost_basis: str | None,
+    def update(self, stats: Any, figures: Callable[[], tuple[dict[str, Any], float | None, str | None]],
                force: bool = False) -> None:
+        """Print new retries now; redraw the status line when due (`figures()` gives the
+        tokens, cost and cost basis so far; it is only called when the line is drawn)."""
         if not self.enabled:
             return
         now = time.monotonic()
@@ -67,6 +69,7 @@ class Progress:
         if not force and now - self._last_draw < self.interval:
             return
         self._last_draw = now
+        tokens, cost, cost_basis = figures()
         inp = tokens.get("total_input_tokens", tokens.get("input_tokens"))
         parts = [f"ledger: {now - self.started:5.1f}s", f"{stats.model_calls} model calls",
                  f"{stats.tool_calls} tools", f"in {_fmt_tokens(inp)} out {_fmt_tokens(tokens.get('output_tokens'))}"]

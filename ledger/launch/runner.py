@@ -264,10 +264,6 @@ class Launcher:
         passthrough_fd = None if parses else (2 if o.json_output else o.stdout_fd)
 
         self.signals.install()
-        # the stdout reader thread must get the GIL back quickly after each read, or a fast
-        # child waits on a full pipe while the main thread parses: a short switch interval
-        previous_switch = sys.getswitchinterval()
-        sys.setswitchinterval(float(os.environ.get("LEDGER_SWITCH", "0.0005")))
         started = time.monotonic()
         try:
             try:
@@ -279,7 +275,6 @@ class Launcher:
             self.child = child
             result = self._consume(capture, adapter, child, started, parses, passthrough_fd)
         finally:
-            sys.setswitchinterval(previous_switch)
             self.signals.restore()
             self.progress.close()
         return result
@@ -391,8 +386,7 @@ class Launcher:
             if stats.changed or chunk == b"":
                 stats.changed = False
                 if progress.enabled:
-                    tokens, cost, basis = self._live_figures(adapter)
-                    progress.update(stats, tokens, cost, basis)
+                    progress.update(stats, lambda: self._live_figures(adapter))
             if eof:
                 break
             if child.poll() is not None:
@@ -456,7 +450,7 @@ class Launcher:
         basis = "provider" if cost is not None and complete else None
         if not complete:
             cost = None
-        if cost is None and self.o.max_cost is not None and adapter.books:
+        if cost is None and adapter.books:  # an estimate (the price table loads once, lazily)
             cost, basis, _ = running_cost(adapter)
         return tokens, cost, basis
 

@@ -12,6 +12,9 @@ which previous figures it subtracted (`charged_since`). When the store has no en
 resumed session, the run's usage is recorded with `start_known: false` (an evidence gap)
 instead of silently charging the whole session again.
 
+Cumulative figures only grow, so an update keeps the max per field (a failed turn that
+reports nothing must not reset a session's figures).
+
 Layout: `sessions/<harness>/<safe id>.json`, JSON, 0600 files in 0700 directories,
 replaced atomically (write a temp file, fsync, rename).
 """

@@ -104,6 +104,26 @@ def _subtract_model_usage(now: dict[str, Any], before: dict[str, Any]) -> dict[s
     return out
 
 
+def _merge_cumulative(stored: dict[str, Any] | None, model_usage: dict[str, Any] | None,
+                      total_cost: float | None) -> dict[str, Any]:
+    """The session's new cumulative figures: cumulative counters only grow, so keep the max
+    per field (a failed turn that reports `modelUsage: {}` / cost 0 must not reset them)."""
+    before = (stored or {}).get("modelUsage") if isinstance((stored or {}).get("modelUsage"), dict) else {}
+    merged: dict[str, Any] = {m: dict(u) for m, u in before.items() if isinstance(u, dict)}
+    for m, u in (model_usage or {}).items():
+        if not isinstance(u, dict):
+            continue
+        old = merged.get(m, {})
+        new = dict(u)
+        for k in _CUMULATIVE_KEYS:
+            a, b = old.get(k), u.get(k)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > b:
+                new[k] = a
+        merged[m] = new
+    costs = [c for c in (as_cost((stored or {}).get("total_cost_usd")), total_cost) if c is not None]
+    return {"modelUsage": merged, "total_cost_usd": max(costs) if costs else None}
+
+
 def _resume_flag(argv: list[str]) -> bool:
     for a in argv[1:]:
         if a in ("--resume", "-r", "--continue", "-c") or a.startswith("--resume="):
@@ -384,9 +404,9 @@ class ClaudeAdapter(Adapter):
         if stored is not None and basis.startswith("modelUsage minus"):
             self.result_fields["charged_since"] = {"total_cost_usd": stored.get("total_cost_usd")}
         self.result_fields["provider_cumulative"] = {"total_cost_usd": total_cost, "modelUsage": cumulative}
-        if self.sessions is not None and self.session_id and (cumulative is not None or total_cost is not None):
+        if self.sessions is not None and self.session_id and (cumulative or total_cost):
             self.sessions.put(self.harness, self.session_id,
-                              {"modelUsage": cumulative, "total_cost_usd": total_cost}, self.run_id)
+                              _merge_cumulative(stored, cumulative, total_cost), self.run_id)
 
     def _main_model(self) -> str | None:
         """The model that answered most messages this turn, else init's, else the launch's."""

@@ -156,8 +156,11 @@ class CodexAdapter(Adapter):
         counters = counters_from_codex_usage(delta)
         self.book(self._turn_key(), self.model).observe(counters, final=True, start_known=start_known)
         if self.sessions is not None and self.session_id:
-            self.sessions.put(self.harness, self.session_id,
-                              {k: v for k, v in raw.items() if v is not None}, self.run_id)
+            merged = {k: v for k, v in raw.items() if v is not None}
+            for k, v in (stored or {}).items():  # cumulative totals only grow: keep the max
+                if isinstance(v, int) and v > merged.get(k, -1):
+                    merged[k] = v
+            self.sessions.put(self.harness, self.session_id, merged, self.run_id)
 
     def _close_turn(self, completed: bool) -> None:
         text = self._last_message if completed else None

@@ -1,0 +1,102 @@
+"""`ledger verify`: re-check the evidence of run records against their bindings.
+
+For each run: the record must be readable (manifest, every complete events line), the
+context must match its sha256/size, terminal.json must be valid, and every evidence file a
+`result` event binds (`raw_stream`, `stdout_tail`, `stderr_tail`: {path, sha256, bytes})
+must re-hash to the recorded digest. Evidence gaps counted by the reader are reported too.
+Reads records only (never the index), so it works when the index is gone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ledger.errors import RecordError
+from ledger.records import jsonio
+from ledger.records.reader import EVENTS, iter_run_dirs, read_run
+
+BOUND_KEYS = ("raw_stream", "stdout_tail", "stderr_tail")
+
+
+@dataclass
+class Verdict:
+    run_id: str
+    path: str
+    ok: bool
+    evidence_gaps: int = 0
+    problems: list[str] = field(default_factory=list)
+    bound_files: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "path": self.path, "ok": self.ok,
+                "evidence_gaps": self.evidence_gaps, "bound_files": self.bound_files,
+                "problems": self.problems}
+
+
+def _bindings(run_path: str) -> Iterator[dict[str, Any]]:
+    """The file bindings carried by `result` events (complete lines only)."""
+    try:
+        f = open(os.path.join(run_path, EVENTS), "rb")
+    except OSError:
+        return
+    with f:
+        for line in f:
+            if not line.endswith(b"\n") or b'"result"' not in line:
+                continue
+            try:
+                ev = jsonio.loads(line)
+            except jsonio.JSONDecodeError:
+                continue
+            if isinstance(ev, dict) and ev.get("type") == "result":
+                for key in BOUND_KEYS:
+                    ref = ev.get(key)
+                    if isinstance(ref, dict) and isinstance(ref.get("path"), str):
+                        yield ref
+
+
+def _hash_file(path: str) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def verify_run(run_path: str | Path) -> Verdict:
+    run_path = os.fspath(run_path)
+    name = os.path.basename(run_path)
+    try:
+        snap = read_run(run_path)
+    except RecordError as exc:
+        return Verdict(name, run_path, False, problems=[f"unreadable: {exc.reason}"])
+    v = Verdict(snap.id, run_path, True, evidence_gaps=snap.evidence_gaps)
+    if snap.evidence_gaps:
+        v.problems.append(f"{snap.evidence_gaps} evidence gap(s)")
+    if snap.state == "abandoned":
+        v.problems.append("abandoned: the launcher is gone and the run was never settled")
+    for ref in _bindings(run_path):
+        v.bound_files += 1
+        target = os.path.normpath(os.path.join(run_path, ref["path"]))
+        if not target.startswith(run_path + os.sep):
+            v.problems.append(f"{ref['path']}: binding points outside the record")
+            continue
+        try:
+            digest, size = _hash_file(target)
+        except OSError as exc:
+            v.problems.append(f"{ref['path']}: missing ({exc.strerror or exc})")
+            continue
+        if digest != ref.get("sha256") or size != ref.get("bytes"):
+            v.problems.append(f"{ref['path']}: sha256/size do not match the recorded binding")
+    v.ok = not v.problems
+    return v
+
+
+def verify_home(home: Path) -> Iterator[Verdict]:
+    for path, _ in iter_run_dirs(home):
+        yield verify_run(path)
