@@ -75,9 +75,16 @@ def _time(cmd: list[str], env: dict[str, str], repeat: int) -> list[float]:
     return out
 
 
+def _env(**extra: str) -> dict[str, str]:
+    """Our environment, measured as users run: bytecode caches written and used."""
+    env = dict(os.environ, **extra)
+    for k in ("LEDGER_DB", "PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME"):
+        env.pop(k, None)
+    return env
+
+
 def bench_overhead(repeat: int, tmp: Path) -> dict[str, float]:
-    env = dict(os.environ, LEDGER_HOME=str(tmp / "overhead-home"))
-    env.pop("LEDGER_DB", None)
+    env = _env(LEDGER_HOME=str(tmp / "overhead-home"))
     ledger = _ledger_cmd()
     _time([*ledger, "run", "--", "true"], env, 2)  # warm caches
     true_t = _time(["true"], env, repeat)
@@ -90,7 +97,7 @@ def bench_overhead(repeat: int, tmp: Path) -> dict[str, float]:
 
 
 def _drain_alone(gen: Path, lines: int, report: Path) -> float:
-    env = dict(os.environ, BENCH_CHILD_REPORT=str(report))
+    env = _env(BENCH_CHILD_REPORT=str(report))
     p = subprocess.Popen([sys.executable, str(gen), str(lines)], stdout=subprocess.PIPE, env=env,
                          stdin=subprocess.DEVNULL)
     fd = p.stdout.fileno()  # type: ignore[union-attr]
@@ -115,8 +122,7 @@ def bench_throughput(lines: int, repeat: int, tmp: Path) -> dict[str, object]:
     totals: list[float] = []
     checks: list[str] = []
     home = tmp / "throughput-home"
-    env = dict(os.environ, LEDGER_HOME=str(home), BENCH_CHILD_REPORT=str(report))
-    env.pop("LEDGER_DB", None)
+    env = _env(LEDGER_HOME=str(home), BENCH_CHILD_REPORT=str(report))
     for _ in range(repeat):
         t = time.perf_counter()
         p = subprocess.run([*_ledger_cmd(), "run", "--json", "--harness", "claude", "--", sys.executable, str(gen),

@@ -18,12 +18,18 @@ transaction** as the rows it produced:
   that the files no longer show: a rebuild from the records cannot see it.
 - Unsettled runs whose files did not change only get their liveness re-checked
   (running -> abandoned when the launcher is gone).
+- Sealing (`index_shards`): a settled record quiet for SEAL_GRACE_NS is sealed; a shard
+  directory whose records are all sealed is not opened again while its own signature is
+  unchanged (a new or removed run changes it). A no-change pass over a settled history thus
+  stats ~256 shard directories, not every run. `full=True` (`ledger index --full`) opens
+  every shard, which also catches events appended to a run after it was sealed.
 
 A damaged record (bad manifest, malformed complete line...) is listed with its path and
 reason, its cursor remembers the problem (so it is not re-read until it changes) and it
 has no rows; the scan goes on. Directories that disappeared are removed from the index.
 
-Rows are written with Core executemany in batches of BATCH records per transaction.
+Rows are written with Core executemany in batches of BATCH records per transaction, as the
+records are found (memory stays flat in the size of the history).
 """
 
 from __future__ import annotations

@@ -308,14 +308,23 @@ def db_upgrade(url: str) -> str:
         eng.dispose()
 
 
-def schema_diff(conn: Any) -> list[Any]:
-    """Alembic autogenerate's diff between the models and the database (empty when they agree)."""
+def schema_diff(conn: Any, strict: bool = True) -> list[Any]:
+    """Alembic autogenerate's diff between the models and the database (empty when they agree).
+
+    Not `strict`: tables in the database that no imported model describes (another
+    package's, e.g. the report's, when its models are not loaded) are not reported.
+    """
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
     from ledger.index.models import Base
 
-    mc = MigrationContext.configure(conn, opts={"compare_type": True})
+    opts: dict[str, Any] = {"compare_type": True}
+    if not strict:
+        opts["include_object"] = lambda obj, name, type_, reflected, compare_to: not (
+            reflected and compare_to is None and type_ in ("table", "index")
+            and (type_ == "table" or obj.table.name not in Base.metadata.tables))
+    mc = MigrationContext.configure(conn, opts=opts)
     return compare_metadata(mc, Base.metadata)
 
 
@@ -330,8 +339,8 @@ def db_check(url: str) -> list[str]:
             res = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
             if res != ["ok"]:
                 problems.extend(f"quick_check: {r}" for r in res[:20])
-            problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn))
+            problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn, strict=False))
         return problems
     with reading(url) as conn:
-        problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn))
+        problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn, strict=False))
     return problems

@@ -27,33 +27,57 @@ from typing import Any, Iterable, Mapping
 MASK = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
 
+
+class _Lazy:
+    """A regex compiled on first use (most runs never need most patterns; the launch path
+    stays fast)."""
+
+    __slots__ = ("_src", "_flags", "_re")
+
+    def __init__(self, src: str, flags: int = 0) -> None:
+        self._src, self._flags, self._re = src, flags, None
+
+    def get(self) -> "re.Pattern[str]":
+        if self._re is None:
+            self._re = re.compile(self._src, self._flags)
+        return self._re
+
+    def sub(self, repl: str, s: str) -> str:
+        return self.get().sub(repl, s)
+
+    def match(self, s: str, pos: int = 0) -> "re.Match[str] | None":
+        return self.get().match(s, pos)
+
+    def finditer(self, s: str):  # type: ignore[no-untyped-def]
+        return self.get().finditer(s)
+
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 # (needles, case_insensitive, pattern, replacement): a pattern runs only when one of its
 # needles occurs in the text (in the lower-cased text when case_insensitive), which keeps
 # redaction of a multi-MiB stream fast.
-_PATTERNS: list[tuple[tuple[str, ...], bool, re.Pattern[str], str]] = [
+_PATTERNS: list[tuple[tuple[str, ...], bool, _Lazy, str]] = [
     # Anthropic / OpenAI style keys
-    (("sk-ant-",), False, re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{6,}"), MASK),
-    (("sk-",), False, re.compile(r"(?<![A-Za-z0-9_\-])sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"), MASK),
+    (("sk-ant-",), False, _Lazy(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{6,}"), MASK),
+    (("sk-",), False, _Lazy(r"(?<![A-Za-z0-9_\-])sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"), MASK),
     # GitHub
     (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False,
-     re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"), MASK),
-    (("github_pat_",), False, re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), MASK),
+     _Lazy(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{20,}"), MASK),
+    (("github_pat_",), False, _Lazy(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{20,}"), MASK),
     # AWS access key id, Slack, Google API key
-    (("AKIA", "ASIA"), False, re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"), MASK),
-    (("xox",), False, re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"), MASK),
-    (("AIza",), False, re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"), MASK),
+    (("AKIA", "ASIA"), False, _Lazy(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"), MASK),
+    (("xox",), False, _Lazy(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"), MASK),
+    (("AIza",), False, _Lazy(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"), MASK),
     # Authorization: Bearer/Basic/Token <credential>  and bare "Bearer <credential>"
     (("authorization",), True,
-     re.compile(r"(?i)(authorization\s*[:=]\s*\\?\"?\s*(?:bearer|basic|token)\s+)[^\s\"'\\,;]+"),
+     _Lazy(r"(?i)(authorization\s*[:=]\s*\\?\"?\s*(?:bearer|basic|token)\s+)[^\s\"'\\,;]+"),
      r"\1" + MASK),
-    (("bearer",), True, re.compile(r"(?i)(\bbearer\s+)(?!\[REDACTED\])[A-Za-z0-9._~+/=\-]{8,}"), r"\1" + MASK),
+    (("bearer",), True, _Lazy(r"(?i)(\bbearer\s+)(?!\[REDACTED\])[A-Za-z0-9._~+/=\-]{8,}"), r"\1" + MASK),
     # URL userinfo: scheme://user:pass@host -> scheme://[REDACTED]@host
-    (("://",), False, re.compile(r"(://)(?!\[REDACTED\]@)[^\s/?#@\"'\\<>]+@"), r"\1" + MASK + "@"),
+    (("://",), False, _Lazy(r"(://)(?!\[REDACTED\]@)[^\s/?#@\"'\\<>]+@"), r"\1" + MASK + "@"),
     # NAME=value where NAME looks secret (env dumps, .env files, shell traces)
     (("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"), False,
-     re.compile(r"((?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*\s*=\s*)"
+     _Lazy(r"((?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*\s*=\s*)"
                 r"(?:(\"|')(?!\[REDACTED\])[^\"'\n\\]+(\2)|(?![\"'\[])[^\s\"'\\]{8,})"),
      r"\1\2" + MASK + r"\3"),
 ]
@@ -73,10 +97,10 @@ _SENSITIVE_SUFFIXES = ("token", "secret", "password", "passwd", "apikey", "autho
 
 # A JSON key ending in a sensitive word followed by a string value, found in the lower-cased
 # text: `...token": "` (plain JSON) or `...token\": \"` (JSON inside a JSON string).
-_KV_HINT = re.compile(r'(?:token|secret|passw(?:or)?d|key|authorization|cookie|credentials?)(\\?)"\s*:\s*\1"')
-_KEY_CHARS = re.compile(r"[A-Za-z0-9_\-]{1,64}\Z")
-_PLAIN_VALUE = re.compile(r'(?:[^"\\]|\\.)*(?=")')
-_ESCAPED_VALUE = re.compile(r'.*?(?=(?<!\\)\\")', re.S)
+_KV_HINT = _Lazy(r'(?:token|secret|passw(?:or)?d|key|authorization|cookie|credentials?)(\\?)"\s*:\s*\1"')
+_KEY_CHARS = _Lazy(r"[A-Za-z0-9_\-]{1,64}\Z")
+_PLAIN_VALUE = _Lazy(r'(?:[^"\\]|\\.)*(?=")')
+_ESCAPED_VALUE = _Lazy(r'.*?(?=(?<!\\)\\")', re.S)
 _NORM = re.compile(r"[^a-z0-9]")
 
 

@@ -131,6 +131,8 @@ class _Signals:
     def install(self) -> None:
         for sig in STOP_SIGNALS:
             try:
+                if signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # e.g. nohup / a background job: keep ignoring it, as the child does
                 self._previous[sig] = signal.signal(sig, self._handler)
             except (ValueError, OSError):  # not the main thread
                 pass

@@ -315,9 +315,10 @@ def _full(conn: Any, builder: FactBuilder) -> None:
         conn.execute(sa.insert(facts_t), rows)
 
 
-def _changed(conn: Any, since: datetime) -> tuple[list[tuple[int, str]], int]:
+def _changed(conn: Any, since: datetime | None) -> tuple[list[tuple[int, str]], int]:
     """Runs whose row differs from what their facts were built from, among the candidates:
-    runs written since `since`, unsettled runs, and runs the facts hold as unsettled.
+    runs written since `since` (None: nothing was written), unsettled runs, and runs the
+    facts hold as unsettled.
     Returns (changed keys, candidates checked). Set-based: one indexed query per kind."""
     r, f = runs_t.c, facts_t.c
     join = sa.and_(f.home_id == r.home_id, f.run_id == r.run_id, f.first == 1)
@@ -334,7 +335,8 @@ def _changed(conn: Any, since: datetime) -> tuple[list[tuple[int, str]], int]:
             if d:
                 keys.add((h, rid))
 
-    collect(r.indexed_at >= since)
+    if since is not None:
+        collect(r.indexed_at >= since)
     for (home_id,) in conn.execute(sa.select(homes_t.c.home_id)).fetchall():
         collect(sa.and_(r.home_id == home_id, r.settled == sa.false()))  # ix_runs_home_id_settled
     # facts of runs that were unsettled (settled since, or gone)
@@ -382,21 +384,21 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
     state = _get_state(conn)
     high = conn.execute(sa.select(sa.func.max(runs_t.c.indexed_at))).scalar()
+    if high is not None and high.tzinfo is None:
+        high = high.replace(tzinfo=timezone.utc)
     mark = state.get("synced_indexed_at")
+    new_mark = high.isoformat() if high is not None else mark
     if full or state.get("price_version") != pv or mark is None:
         stats.full = True
         _full(conn, builder)
     else:
-        changed, stats.checked = _changed(conn, datetime.fromisoformat(mark) - MARGIN)
+        # nothing written since the last sync: only the unsettled runs need a look
+        since = None if new_mark == mark else datetime.fromisoformat(mark) - MARGIN
+        changed, stats.checked = _changed(conn, since)
         _rebuild(conn, builder, changed, reuse=True)
         if _count_runs(conn) != _count_fact_runs(conn):
             _reconcile(conn, builder)
-    if high is not None:
-        if high.tzinfo is None:
-            high = high.replace(tzinfo=timezone.utc)
-        new_mark: str | None = high.isoformat()
-    else:
-        new_mark = mark
-    _set_state(conn, {"synced_indexed_at": new_mark, "price_version": pv})
+    if (state.get("synced_indexed_at"), state.get("price_version")) != (new_mark, pv):
+        _set_state(conn, {"synced_indexed_at": new_mark, "price_version": pv})
     stats.seconds = time.perf_counter() - t0
     return stats
