@@ -91,9 +91,12 @@ def bench_overhead(repeat: int, tmp: Path) -> dict[str, float]:
     py_t = _time([sys.executable, "-c", "pass"], env, repeat)
     run_t = _time([*ledger, "run", "--", "true"], env, repeat)
     help_t = _time([*ledger, "--help"], env, max(3, repeat // 4))
+    fast = [sys.executable, "-c", "import sys, ledger.cli.app; from ledger.cli.run_cmd import main_fast; "
+            "main_fast(sys.argv[1:])", "--", "true"]
+    fast_t = _time(fast, env, repeat)
     return {"true": statistics.median(true_t), "python": statistics.median(py_t),
             "ledger_run": statistics.median(run_t), "ledger_run_min": min(run_t),
-            "ledger_help": statistics.median(help_t)}
+            "ledger_help": statistics.median(help_t), "fast": statistics.median(fast_t)}
 
 
 def _drain_alone(gen: Path, lines: int, report: Path) -> float:
@@ -114,66 +117,74 @@ def _drain_alone(gen: Path, lines: int, report: Path) -> float:
 
 
 def bench_throughput(lines: int, repeat: int, tmp: Path) -> dict[str, object]:
+    """Alone and under ledger, interleaved pair by pair (the machine's load drifts)."""
     gen = tmp / "gen.py"
     gen.write_text(GENERATOR)
     report = tmp / "child.json"
-    alone = [_drain_alone(gen, lines, report) for _ in range(repeat)]
+    alone: list[float] = []
     under: list[float] = []
+    ratios: list[float] = []
     totals: list[float] = []
     checks: list[str] = []
     home = tmp / "throughput-home"
     env = _env(LEDGER_HOME=str(home), BENCH_CHILD_REPORT=str(report))
+    sys.path.insert(0, str(REPO))
+    from ledger.records import read_run
+
+    doc: dict = {}
     for _ in range(repeat):
+        alone.append(_drain_alone(gen, lines, report))
         t = time.perf_counter()
         p = subprocess.run([*_ledger_cmd(), "run", "--json", "--harness", "claude", "--", sys.executable, str(gen),
                             str(lines)], env=env, capture_output=True, stdin=subprocess.DEVNULL)
         totals.append(time.perf_counter() - t)
         child = json.loads(report.read_text())
         under.append(child["elapsed"])
+        ratios.append(under[-1] / alone[-1])
         doc = json.loads(p.stdout)
-        sys.path.insert(0, str(REPO))
-        from ledger.records import read_run
-
         snap = read_run(doc["path"])
         u = snap.usage
         ok = ((u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
               == (child["input"], child["output"], child["cache_read"], child["cache_write"])
               and u.final_streams == 1 and doc["evidence"] == "verified" and snap.outcome == "completed"
-              and snap.final_answer == "done")
+              and snap.final_answer == "done" and snap.tool_uses == {"Bash": lines // 2})
         checks.append("ok" if ok else f"MISMATCH {u} {doc['evidence_reasons']}")
-    data_bytes = (Path(doc["path"]) / "streams" / "stdout.jsonl").stat().st_size
     return {"lines": lines, "alone": statistics.median(alone), "under": statistics.median(under),
-            "total": statistics.median(totals), "checks": checks, "raw_kept": data_bytes,
-            "raw_total": json.loads(p.stdout)["raw_stream"]["total_bytes"]}
+            "ratio": statistics.median(ratios), "ratios": ratios, "total": statistics.median(totals),
+            "checks": checks, "raw_kept": doc["raw_stream"]["bytes"], "raw_total": doc["raw_stream"]["total_bytes"]}
 
 
 def render(o: dict[str, float], t: dict[str, object]) -> str:
     ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
-    slow = (t["under"] / t["alone"] - 1) * 100  # type: ignore[operator]
+    slow = (t["ratio"] - 1) * 100  # type: ignore[operator]
+    pairs = ", ".join(f"{(r - 1) * 100:+.0f} %" for r in t["ratios"])  # type: ignore[union-attr]
     rate = t["lines"] / t["total"]  # type: ignore[operator]
     return "\n".join([
         SECTION, "",
-        f"Measured by `python scripts/bench.py launch` on this machine ({os.cpu_count()} cores), "
-        f"{time.strftime('%Y-%m-%d')}; medians.", "",
+        f"Measured by `python scripts/bench.py launch` on this machine ({os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f} when it ended), {time.strftime('%Y-%m-%d')}; medians.", "",
         "| measure | value | budget |", "|---|---|---|",
         f"| `true` | {ms(o['true'])} | |",
         f"| `python -c pass` (interpreter start) | {ms(o['python'])} | |",
         f"| `ledger run -- true` | {ms(o['ledger_run'])} (min {ms(o['ledger_run_min'])}) | |",
         f"| **overhead of `ledger run`** | **{ms(o['ledger_run'] - o['true'])}** | < 150 ms |",
+        f"| `ledger run -- true` through `run_cmd.main_fast` (the 2-line hook proposed for `app.main`, not wired) "
+        f"| {ms(o['fast'])} (overhead {ms(o['fast'] - o['true'])}) | |",
         f"| `ledger --help` | {ms(o['ledger_help'])} | < 300 ms |",
         f"| child printing {t['lines']:,} claude-shaped lines, alone (pipe drained) | {t['alone']:.3f} s | |",
         f"| the same child under `ledger run --harness claude` | {t['under']:.3f} s | |",
-        f"| **child slowdown under ledger** | **{slow:+.1f} %** | < 10 % |",
+        f"| **child slowdown under ledger** (median of pairs: {pairs}) | **{slow:+.1f} %** | < 10 % |",
         f"| ledger's total wall time (parse, record, settle) | {t['total']:.2f} s ({rate:,.0f} lines/s) | |",
         f"| raw stream kept in the record | {t['raw_kept']:,} of {t['raw_total']:,} bytes (bounded, flagged) | 8 MiB |",
         f"| usage / result read back = the child's totals | {', '.join(t['checks'])} | exact |",  # type: ignore[arg-type]
         "",
         "Notes: ledger's stdout reader thread only moves bytes from the pipe (1 MiB pipe buffer) into a",
         "queue, so the child never waits for parsing; parsing, the adapter and the event writer run",
-        "behind it (cumulative usage observations are coalesced per pipe chunk). About 60 ms of the",
-        "overhead is Typer 0.29 importing Pydantic to coerce its own `--help` option on every command;",
-        "`ledger run` reads its options itself and ends with `os._exit` once the record is settled and",
-        "stdout/stderr are flushed, which skips the ~30 ms interpreter teardown.", "",
+        "behind it (cumulative usage observations are coalesced per pipe chunk), and the parsing thread",
+        "runs at nice +10 so that on a busy machine the agent, not the recorder, gets the CPU. About 60 ms",
+        "of the overhead is Typer 0.29 importing Pydantic to coerce its own `--help` option on every",
+        "command; `ledger run` reads its options itself and ends with `os._exit` once the record is",
+        "settled and stdout/stderr are flushed, which skips the ~30 ms interpreter teardown.", "",
     ])
 
 
@@ -192,18 +203,19 @@ def write_docs(section: str) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="bench.py launch")
     ap.add_argument("--lines", type=int, default=200_000)
-    ap.add_argument("--repeat", type=int, default=15, help="runs per overhead measure (throughput: 3)")
+    ap.add_argument("--repeat", type=int, default=15, help="runs per overhead measure")
+    ap.add_argument("--pairs", type=int, default=5, help="alone/under-ledger pairs for the throughput measure")
     ap.add_argument("--write-docs", action="store_true", help="replace the Launch section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ledger-bench-launch-") as d:
         tmp = Path(d)
         o = bench_overhead(args.repeat, tmp)
-        t = bench_throughput(args.lines, 3, tmp)
+        t = bench_throughput(args.lines, args.pairs, tmp)
     section = render(o, t)
     print(section)
     if args.write_docs:
         write_docs(section)
-    bad = (o["ledger_run"] - o["true"] >= 0.150 or t["under"] / t["alone"] > 1.10  # type: ignore[operator]
+    bad = (o["ledger_run"] - o["true"] >= 0.150 or t["ratio"] > 1.10  # type: ignore[operator]
            or any(c != "ok" for c in t["checks"]))  # type: ignore[union-attr]
     return 1 if bad else 0
 

@@ -331,3 +331,14 @@ def test_a_failed_resume_does_not_reset_the_stored_session_figures(home, tmp_pat
     _, snap = replay(home, tmp_path, "claude", _without_since("claude-resume-second.jsonl"), args=["--resume", sid])
     assert usage_tuple(snap) == (7, 11, 13, 17)  # still this run's part only
     assert snap.usage.cost_usd == pytest.approx(0.00025365, rel=1e-9)
+
+
+def test_receipt_under_another_spelling_of_the_model_closes_the_same_stream(home, tmp_path):
+    stream = jsonl([INIT, _msg("m1", {"type": "text", "text": "x"}, {"input_tokens": 7, "output_tokens": 1},
+                               model="claude-sonnet-4-5-20250929"),
+                    _result(model_usage_since_last_result={"claude-sonnet-4-5": {
+                        "inputTokens": 7, "outputTokens": 60, "cacheReadInputTokens": 100,
+                        "cacheCreationInputTokens": 20, "costUSD": 0.5}})])
+    _, snap = replay(home, tmp_path, "claude", stream)
+    assert snap.usage.streams == 1 and snap.usage.final_streams == 1  # not a provisional + a final stream
+    assert usage_tuple(snap) == (7, 60, 100, 20) and snap.usage.cost_usd == 0.5

@@ -271,3 +271,18 @@ def test_hot_path_imports_no_database_or_price_table(home):
     imported = {line.split("|")[-1].strip() for line in p.stderr.decode().splitlines() if "|" in line}
     for heavy in ("sqlalchemy", "alembic", "genai_prices", "rich", "ledger.index"):
         assert not any(m == heavy or m.startswith(heavy + ".") for m in imported), heavy
+
+
+def test_main_fast_runs_without_typer_parsing(home):
+    code = "import sys; from ledger.cli.run_cmd import main_fast; main_fast(sys.argv[1:]); print('typer')"
+    p = subprocess.run([sys.executable, "-c", code, "--json", "--", "sh", "-c", "exit 4"], env=_env(home),
+                       capture_output=True, timeout=60)
+    assert p.returncode == 4 and json.loads(p.stdout)["exit_code"] == 4
+    p = subprocess.run([sys.executable, "-c", code, "--timeout", "nope", "--", "true"], env=_env(home),
+                       capture_output=True, timeout=60)
+    assert p.returncode == 2 and b"--timeout expects a number" in p.stderr
+    p = subprocess.run([sys.executable, "-c", code, "--help"], env=_env(home), capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == b"typer\n"  # --help is left to Typer
+    p = subprocess.run([sys.executable, "-c", code, "--home", "/dev/null/x", "--", "true"], env=_env(home),
+                       capture_output=True, timeout=60)
+    assert p.returncode == 1 and p.stderr.startswith(b"Error: cannot create a run record")

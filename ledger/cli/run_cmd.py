@@ -15,8 +15,13 @@ from typing import Any
 import typer
 
 from ledger.cli.common import handle_errors
+from ledger.errors import LedgerError
 
 RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+# Once the agent is started, `ledger run` lowers the CPU priority of its parsing thread
+# (nice +10; Linux nice values are per thread: the pipe readers and the agent keep theirs):
+# recording a fast stream then does not compete with the agent for the CPU.
+RUN_NICE = 10
 
 # name -> (key, kind): kind is "value", "multi" (repeatable value) or "flag"
 _OPTIONS: dict[str, tuple[str, str]] = {
@@ -112,7 +117,14 @@ def run(ctx: typer.Context) -> None:
       --progress/--no-progress
                               live progress on stderr (default: when it is a terminal)
     """
-    opts, command = parse_run_args(list(ctx.args))
+    _exit(execute(list(ctx.args)))
+
+
+def execute(args: list[str]) -> int:
+    """Parse `[OPTIONS] CMD ARGS...`, run, print what `ledger run` prints; the exit code.
+
+    Usage errors raise typer.BadParameter (exit 2), ledger errors LedgerError (exit 1)."""
+    opts, command = parse_run_args(args)
     if not command:
         raise typer.BadParameter("no command given: put it after `--`, e.g. `ledger run -- true`")
     harness = opts.get("harness") or "auto"
@@ -133,6 +145,7 @@ def run(ctx: typer.Context) -> None:
         argv=command, home=resolve_home(opts.get("home")), harness=harness, subjects=opts["subject"],
         skill=opts.get("skill"), model=opts.get("model"), timeout=timeout, redact=opts["redact"],
         expect_skill=opts.get("expect_skill"), max_cost=max_cost, progress=progress, json_output=json_,
+        nice=RUN_NICE,
     ))
     if json_:
         from ledger.cli.common import print_json
@@ -147,7 +160,34 @@ def run(ctx: typer.Context) -> None:
         elif result.outcome != "completed" and result.harness != "command":
             why = result.stop_reason or result.error or (result.evidence_reasons[0] if result.evidence_reasons else None)
             print(f"ledger: run {result.run_id} {result.outcome}" + (f" ({why})" if why else ""), file=sys.stderr)
-    _exit(result.exit_code)
+    return result.exit_code
+
+
+def main_fast(argv: list[str]) -> None:
+    """`ledger run ARGV` without Typer's argument processing, for `ledger.cli.app.main` to
+    call before `app()` when `sys.argv[1] == "run"`: Typer 0.29 imports Pydantic (~70 ms) to
+    coerce even its own `--help` option, most of `ledger run`'s launch overhead. Returns
+    without doing anything when ledger's own options ask for `--help` (Typer prints it);
+    otherwise it exits (the child's code, 2 on a usage error, 1 on a ledger error)."""
+    import os
+
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    if "--help" in head and not any(not a.startswith("-") for a in head[: head.index("--help")]):
+        return
+    try:
+        code = execute(list(argv))
+    except typer.BadParameter as exc:
+        sys.stderr.write(f"Usage: ledger run [OPTIONS] -- CMD [ARGS...]\nTry 'ledger run --help' for help.\n\n"
+                         f"Error: {exc.message}\n")
+        _exit(2)
+        return
+    except LedgerError as exc:
+        if os.environ.get("LEDGER_DEBUG") == "1":
+            raise
+        sys.stderr.write(f"Error: {exc.message}\n" + (f"Hint: {exc.hint}\n" if exc.hint else ""))
+        _exit(1)
+        return
+    _exit(code)
 
 
 def _exit(code: int) -> None:

@@ -74,6 +74,9 @@ class RunOptions:
     drain_secs: float = 2.0               # after the child exits, wait this long for EOF
     capture_bytes: int = DEFAULT_CAPTURE_BYTES
     stdout_fd: int = 1                    # where a command's stdout is passed through
+    nice: int = 0                         # lower this process's CPU priority once the child runs
+                                          # (the CLI uses 10: a dedicated process; a library
+                                          # caller's priority is left alone)
 
 
 @dataclass
@@ -275,6 +278,13 @@ class Launcher:
             except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
                 return self._spawn_failed(capture, adapter, exc, started)
             self.child = child
+            if o.nice > 0:
+                # this (parsing) thread yields the CPU to the agent under load; on Linux nice is
+                # per thread, so the pipe readers (already started) and the agent keep theirs
+                try:
+                    os.nice(o.nice)
+                except OSError:
+                    pass
             result = self._consume(capture, adapter, child, started, parses, passthrough_fd)
         finally:
             self.signals.restore()

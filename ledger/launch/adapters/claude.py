@@ -26,6 +26,7 @@ Counting rules (DESIGN §3, reference/stream-formats.md §A; measured with 2.1.3
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ledger.launch.adapters.base import Adapter, as_cost, as_count, with_total_input
@@ -122,6 +123,17 @@ def _merge_cumulative(stored: dict[str, Any] | None, model_usage: dict[str, Any]
         merged[m] = new
     costs = [c for c in (as_cost((stored or {}).get("total_cost_usd")), total_cost) if c is not None]
     return {"modelUsage": merged, "total_cost_usd": max(costs) if costs else None}
+
+
+_DATE_SUFFIX = re.compile(r"-(?:20\d{6}|latest)$|\[[^\]]*\]$")
+
+
+def _base_model(model: str) -> str:
+    """`claude-sonnet-4-5-20250929` / `claude-sonnet-4-5[1m]` -> `claude-sonnet-4-5`."""
+    prev = None
+    while prev != model:
+        prev, model = model, _DATE_SUFFIX.sub("", model)
+    return model
 
 
 def _resume_flag(argv: list[str]) -> bool:
@@ -394,6 +406,7 @@ class ClaudeAdapter(Adapter):
                     cost = (total_cost - prev_cost if total_cost is not None and prev_cost is not None
                             and total_cost >= prev_cost else None)
                 receipts[model] = (counters_from_api_usage(usage), cost)
+        receipts = self._align_models(receipts)
         for model, (counters, cost) in receipts.items():
             c = dict(counters)
             with_total_input(c)
@@ -407,6 +420,20 @@ class ClaudeAdapter(Adapter):
         if self.sessions is not None and self.session_id and (cumulative or total_cost):
             self.sessions.put(self.harness, self.session_id,
                               _merge_cumulative(stored, cumulative, total_cost), self.run_id)
+
+    def _align_models(self, receipts: dict[str | None, Any]) -> dict[str | None, Any]:
+        """Close each provisional stream with its model's receipt even when the two spell the
+        model differently (an alias vs a dated id): one stream per model, never two."""
+        provisional = [m for m in self._running if m is not None and m not in receipts]
+        if not provisional:
+            return receipts
+        out = dict(receipts)
+        for model in provisional:
+            matches = [r for r in out if r is not None and r not in self._running
+                       and _base_model(r) == _base_model(model)]
+            if len(matches) == 1:
+                out[model] = out.pop(matches[0])
+        return out
 
     def _main_model(self) -> str | None:
         """The model that answered most messages this turn, else init's, else the launch's."""
