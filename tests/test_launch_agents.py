@@ -156,7 +156,7 @@ def test_claude_three_tool_rounds(need_claude, home, tmp_path):
     with MockProvider(script) as mp:
         p, doc = ledger_run(home, claude_env(tmp_path, mp), agent_cwd(tmp_path), claude_argv("three"))
     assert p.returncode == 0
-    snap, _ = check_against_client(home, doc, listed=False)
+    snap, _ = check_against_client(home, doc)
     assert recorded(snap) == (410, 90, 10000, 500)
     assert snap.tool_uses == {"Bash": 3} and snap.final_answer == "Three done."
 
@@ -166,7 +166,7 @@ def test_claude_max_turns_is_failed(need_claude, home, tmp_path):
         p, doc = ledger_run(home, claude_env(tmp_path, mp), agent_cwd(tmp_path),
                             claude_argv("go", max_turns=1))
     assert p.returncode == doc["exit_code"] == 1
-    snap, res = check_against_client(home, doc, listed=False)
+    snap, res = check_against_client(home, doc)
     assert res["subtype"] == "error_max_turns"
     assert snap.outcome == doc["outcome"] == "failed"
     assert recorded(snap) == (101, 21, 1000, 50)
@@ -180,7 +180,7 @@ def test_claude_http_500_on_every_call_fails_after_retries(need_claude, home, tm
                             claude_argv("go"))
         assert len(mp.main_requests("anthropic")) == 3
     assert p.returncode == 1
-    snap, res = check_against_client(home, doc, listed=False)
+    snap, res = check_against_client(home, doc)
     assert snap.outcome == "failed" and snap.api_retries == 2 == doc["api_retries"]
     assert recorded(snap) == (0, 0, 0, 0) and snap.usage.cost_usd == 0.0
 

@@ -113,7 +113,9 @@ def run(ctx: typer.Context) -> None:
       --redact NAME           another env var whose value must never be persisted (repeatable)
       --expect-skill NAME     skill-not-invoked unless the stream proves a successful
                               Skill tool call of NAME
-      --max-cost USD          stop the agent once its running cost passes USD
+      --max-cost USD          stop the agent once its running cost passes USD (estimated
+                              from the tokens seen so far: Claude reports them as it goes,
+                              Codex and Gemini only at the end)
       --progress/--no-progress
                               live progress on stderr (default: when it is a terminal)
     """

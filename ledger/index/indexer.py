@@ -191,6 +191,15 @@ def _prefix(path: str, n: int) -> str | None:
         return "-"
 
 
+def _plain(row: Any) -> Any:
+    """A cursor row as a picklable namespace (attribute access like the Row)."""
+    if row is None:
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**row._mapping)
+
+
 def _extra_counter_total(state: dict[str, Any], name: str) -> int | None:
     """Run total of a counter reduce_usage() does not carry (cache write 5m/1h split)."""
     total: int | None = None
@@ -217,17 +226,51 @@ class _Work:
     sealable: bool  # quiet for SEAL_GRACE; cleared unless the record turns out settled (or damaged)
 
 
+PARALLEL_MIN = 64  # records in a batch before projecting them in worker processes
+
+
+def _project_task(args: tuple) -> tuple[dict[str, list[dict[str, Any]]] | None, Any, bool, int]:
+    """Project one record in a worker process: (rows, problem, racy, rewrites detected)."""
+    home_id, w, prev, now = args
+    probe = Indexer.__new__(Indexer)  # only the pure projection methods are used
+    probe.summary = IndexSummary()
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
+    problem, racy = _classify(probe, home_id, w, prev, now, out)
+    return (None if problem is not None else out), problem, racy, probe.summary.rewritten
+
+
+_OUT_TABLES = ("runs", "subjects", "attempts", "usage_streams", "tool_uses", "index_cursors")
+
+
+def _classify(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any,
+              out: dict[str, list[dict[str, Any]]]) -> tuple[ScanProblem | None, bool]:
+    """Run the projection; map failures to a ScanProblem like reader.scan() does."""
+    try:
+        ix._project(home_id, w, prev, now, out)
+        return None, w.racy
+    except RecordError as exc:
+        return ScanProblem(exc.path, exc.reason), w.racy
+    except OSError as exc:  # may be transient: the record is retried next pass (racy)
+        return ScanProblem(exc.filename or w.path, f"record cannot be read ({exc.strerror or exc})"), True
+    except Exception as exc:  # noqa: BLE001 - one broken record never hides the others
+        return ScanProblem(w.path, f"record cannot be read ({type(exc).__name__}: {exc})"), True
+
+
 class Indexer:
     """Index homes into an open engine. `progress(done, total)` is called while working."""
 
     def __init__(self, engine: Any, *, progress: Progress | None = None, single_transaction: bool = False,
-                 racy_ns: int | None = None, full: bool = False) -> None:
+                 racy_ns: int | None = None, full: bool = False, workers: int | None = None) -> None:
         self.engine = engine
         self.full = full
         self.progress = progress
         self.single = single_transaction
         self.racy_ns = RACY_NS if racy_ns is None else racy_ns
         self.summary = IndexSummary()
+        self.workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+        self._pool: Any = None
+        self._pending: tuple | None = None
+        self._done = 0
 
     # -- public -------------------------------------------------------------------------
 
@@ -235,10 +278,28 @@ class Indexer:
         """One pass over `homes` on connection `conn` (transactions are begun per batch,
         or by the caller when single_transaction)."""
         t0 = time.perf_counter()
-        for home in homes:
-            self._index_home(conn, os.path.abspath(os.fspath(home)))
+        try:
+            for home in homes:
+                self._index_home(conn, os.path.abspath(os.fspath(home)))
+        finally:
+            if self._pool is not None:
+                self._pool.terminate()
+                self._pool.join()
+                self._pool = None
         self.summary.seconds = time.perf_counter() - t0
         return self.summary
+
+    def _project_here(self, home_id: int, batch: list["_Work"], prevs: dict[str, Any], now: Any) -> list[tuple]:
+        """Project a small batch in this process (same result shape as _project_task)."""
+        results = []
+        for w in batch:
+            out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
+            before = self.summary.rewritten
+            problem, racy = _classify(self, home_id, w, prevs.get(w.name), now, out)
+            rew = self.summary.rewritten - before
+            self.summary.rewritten = before
+            results.append((None if problem is not None else out, problem, racy, rew))
+        return results
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -377,6 +438,7 @@ class Indexer:
         if batch:
             done += self._flush(conn, home_id, batch, shard_state, done)
             processed_any = True
+        self._drain(conn, home_id, shard_state)
         if relive:
             with self._txn(conn):
                 conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
@@ -396,58 +458,79 @@ class Indexer:
                              .values(last_indexed_at=dbmod.now_utc()))
 
     def _flush(self, conn: Any, home_id: int, batch: list[_Work], shard_state: dict[str, list], done: int) -> int:
-        """Process a batch (one transaction); a record that is not final and quiet keeps its shard open."""
+        """Start projecting a batch and write the previous one (pipelined: the workers read and
+        fold batch k+1 while this process writes batch k, each batch in one transaction)."""
         n = len(batch)
-        self._process_batch(conn, home_id, batch)
+        work = list(batch)
+        batch.clear()
+        pending = self._start_batch(conn, home_id, work)
+        previous, self._pending = self._pending, pending
+        if previous is not None:
+            self._finish_batch(conn, home_id, previous, shard_state)
+        return n
+
+    def _drain(self, conn: Any, home_id: int, shard_state: dict[str, list]) -> None:
+        previous, self._pending = self._pending, None
+        if previous is not None:
+            self._finish_batch(conn, home_id, previous, shard_state)
+
+    def _start_batch(self, conn: Any, home_id: int, batch: list[_Work]) -> tuple:
+        known = [w.name for w in batch if w.cur is not None]
+        prevs: dict[str, Any] = {}
+        if known:
+            c = cursors_t.c
+            with self._txn(conn):
+                for row in conn.execute(sa.select(cursors_t).where(c.home_id == home_id, c.run_id.in_(known))):
+                    prevs[row.run_id] = row
+        now = dbmod.now_utc()
+        workers = self.workers
+        if workers > 1 and len(batch) >= PARALLEL_MIN:
+            if self._pool is None:
+                import multiprocessing as mp
+
+                # fork: the workers inherit the imported modules; they never touch the database
+                self._pool = mp.get_context("fork").Pool(workers)
+            args = [(home_id, w, _plain(prevs.get(w.name)), now) for w in batch]
+            handle = self._pool.map_async(_project_task, args, chunksize=max(1, len(args) // (workers * 4)))
+        else:
+            handle = None
+        return batch, prevs, now, handle
+
+    def _finish_batch(self, conn: Any, home_id: int, pending: tuple, shard_state: dict[str, list]) -> None:
+        batch, prevs, now, handle = pending
+        results = handle.get() if handle is not None else self._project_here(home_id, batch, prevs, now)
+        self._process_batch(conn, home_id, batch, prevs, now, results)
         for w in batch:
             if not w.sealable:
                 shard_state[w.shard][1] = False
-        batch.clear()
+        self._done += len(batch)
         if self.progress is not None:
-            self.progress(done + n, 0)
-        return n
+            self.progress(self._done, 0)
 
     def _delete(self, conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
         for t in CHILD_TABLES + (runs_t,) + ((cursors_t,) if with_cursors else ()):
             conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(names)))
 
-    def _process_batch(self, conn: Any, home_id: int, batch: list[_Work]) -> None:
+    def _process_batch(self, conn: Any, home_id: int, batch: list[_Work], full: dict[str, Any], now: Any,
+                       results: list[tuple]) -> None:
         s = self.summary
         known = [w.name for w in batch if w.cur is not None]
-        full: dict[str, Any] = {}
-        if known:
-            c = cursors_t.c
-            with self._txn(conn):
-                for row in conn.execute(sa.select(cursors_t).where(c.home_id == home_id, c.run_id.in_(known))):
-                    full[row.run_id] = row
-        now = dbmod.now_utc()
-        out: dict[str, list[dict[str, Any]]] = {"runs": [], "subjects": [], "attempts": [], "usage_streams": [],
-                                                 "tool_uses": [], "index_cursors": []}
-        for w in batch:
+        out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
+        for w, (rows, problem, racy, rewrites) in zip(batch, results):
             prev = full.get(w.name)
             s.records_read += 1
-            mark = {k: len(v) for k, v in out.items()}
-            try:
-                self._project(home_id, w, prev, now, out)
-                problem = None
-            except RecordError as exc:  # the same classification as reader.scan()
-                problem = ScanProblem(exc.path, exc.reason)
-            except OSError as exc:  # may be transient: the record is retried next pass (racy)
-                problem = ScanProblem(exc.filename or w.path, f"record cannot be read ({exc.strerror or exc})")
-                w.racy = True
-            except Exception as exc:  # noqa: BLE001 - one broken record never hides the others
-                problem = ScanProblem(w.path, f"record cannot be read ({type(exc).__name__}: {exc})")
-                w.racy = True
+            s.rewritten += rewrites
+            w.racy = racy
             if problem is not None:
                 if w.racy:
                     w.sealable = False
-                for k, n in mark.items():
-                    del out[k][n:]
                 s.skipped.append(problem)
                 out["index_cursors"].append(self._cursor_row(
                     home_id, w, now, status="damaged", problem=(problem.path, problem.reason),
                     rewrites=prev.record_rewrites if prev is not None else 0))
                 continue
+            for k, v in rows.items():
+                out[k].extend(v)
             if not out["index_cursors"][-1]["settled"]:
                 w.sealable = False
             if prev is None:

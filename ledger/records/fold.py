@@ -73,42 +73,48 @@ def _rank(v: int) -> float | int:
     return math.inf if v == OVERFLOW else v
 
 
+_COUNTER_SET = frozenset(ALL_INT_COUNTERS)
+
+
 def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
-    if ev.get("counter_kind") != "cumulative":
+    get = ev.get
+    if get("counter_kind") != "cumulative":
         state["gaps"] += 1
         return
-    if ev.get("start_known") is False:
+    if get("start_known") is False:
         state["gaps"] += 1
-    sid = ev.get("usage_stream_id")
-    if not isinstance(sid, str):
-        sid = f"{ev.get('attempt_key')}/{ev.get('turn_key')}/{ev.get('model')}"
-    usage = ev.get("usage")
-    if not isinstance(usage, dict):
+    sid = get("usage_stream_id")
+    if type(sid) is not str:
+        sid = f"{get('attempt_key')}/{get('turn_key')}/{get('model')}"
+    usage = get("usage")
+    if type(usage) is not dict:
         usage = {}  # no counters we can read (a v1 writer always writes an object)
     streams = state["streams"]
     st = streams.get(sid)
     if st is None:
         st = streams[sid] = {
-            "provider": ev.get("provider"), "model": ev.get("model") or usage.get("model"),
-            "attempt": ev.get("attempt_key"), "turn": ev.get("turn_key"),
+            "provider": get("provider"), "model": get("model") or usage.get("model"),
+            "attempt": get("attempt_key"), "turn": get("turn_key"),
             "obs": None, "final": False, "n": 0, "c": {}, "cost": None,
         }
     st["n"] += 1
-    obs = ev.get("observation_seq")
-    if isinstance(obs, int) and not isinstance(obs, bool):
-        if st["obs"] is not None and obs <= st["obs"]:
+    obs = get("observation_seq")
+    if type(obs) is int:
+        prev_obs = st["obs"]
+        if prev_obs is not None and obs <= prev_obs:
             state["gaps"] += 1  # still used: the counters below keep their max
         else:
             st["obs"] = obs
-    if ev.get("final_receipt") is True:
+    if get("final_receipt") is True:
         st["final"] = True
-    if st["model"] is None and isinstance(usage.get("model"), str):
+    if st["model"] is None and type(usage.get("model")) is str:
         st["model"] = usage["model"]
     counters = st["c"]
-    for name in ALL_INT_COUNTERS:
-        if name not in usage:
+    for name, raw in usage.items():
+        if name not in _COUNTER_SET:
             continue
-        value = _counter_value(usage[name])
+        # fast path: a plain non-negative int within u64 (what every writer produces)
+        value = raw if type(raw) is int and 0 <= raw <= U64_MAX else _counter_value(raw)
         if value is None:
             continue
         prev = counters.get(name)
@@ -165,28 +171,37 @@ def _fold_conversation(state: dict[str, Any], ev: dict[str, Any]) -> None:
 
 def fold_event(state: dict[str, Any], ev: Any) -> None:
     """Apply one parsed envelope to the state."""
-    if not isinstance(ev, dict):
+    if type(ev) is not dict:
         raise ValueError("expected a JSON object")
-    version = ev.get("schema_version")
+    get = ev.get
+    version = get("schema_version")
     if type(version) is not int or version != 1:  # (True == 1 in Python)
         state["gaps"] += 1  # still used
-    seq = ev.get("seq")
-    if isinstance(seq, int) and not isinstance(seq, bool):
-        if state["seq"] is not None and seq <= state["seq"]:
+    seq = get("seq")
+    if type(seq) is int:  # (bool is not int here: type() is exact)
+        last = state["seq"]
+        if last is not None and seq <= last:
             state["gaps"] += 1
         else:
             state["seq"] = seq
     else:
         state["gaps"] += 1
-    kind = ev.get("type")
+    kind = get("type")
+    if kind == "usage":
+        _fold_usage(state, ev)
+        return
+    if kind == "tool_use":
+        name = get("name")
+        if type(name) is not str:
+            name = str(name)
+        tools = state["tools"]
+        tools[name] = tools.get(name, 0) + 1
+        return
     if kind not in EVENT_TYPES:
         state["gaps"] += 1
         return
     if kind == "usage":
-        _fold_usage(state, ev)
-    elif kind == "tool_use":
-        name = str(ev.get("name"))
-        state["tools"][name] = state["tools"].get(name, 0) + 1
+        pass
     elif kind == "conversation":
         _fold_conversation(state, ev)
     elif kind == "provider_attempt_started":
@@ -244,6 +259,23 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
                 break
             data = rest + chunk if rest else chunk
             start = 0
+            last_nl = data.rfind(b"\n")
+            if last_nl > 0:
+                # Fast path: parse every complete line of the chunk in one orjson call (a
+                # JSON array). Only when each line is exactly one element; any blank or
+                # malformed line sends the chunk through the exact line-by-line path below.
+                block = data[:last_nl]
+                n_lines = block.count(b"\n") + 1
+                try:
+                    events = loads(b"[" + block.replace(b"\n", b",") + b"]")
+                except jsonio.JSONDecodeError:
+                    events = None
+                if events is not None and len(events) == n_lines and all(type(e) is dict for e in events):
+                    for ev in events:
+                        fold(state, ev)
+                    line_no += n_lines
+                    pos += last_nl + 1
+                    start = last_nl + 1
             while True:
                 nl = data.find(b"\n", start)
                 if nl < 0:
