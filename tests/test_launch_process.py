@@ -286,3 +286,17 @@ def test_main_fast_runs_without_typer_parsing(home):
     p = subprocess.run([sys.executable, "-c", code, "--home", "/dev/null/x", "--", "true"], env=_env(home),
                        capture_output=True, timeout=60)
     assert p.returncode == 1 and p.stderr.startswith(b"Error: cannot create a run record")
+
+
+def test_a_stop_before_the_command_starts_is_not_lost(home):
+    import ledger.launch.runner as runner
+
+    launcher = runner.Launcher(RunOptions(argv=["sleep", "30"], home=home, progress=False))
+    launcher.signals.received.append(signal.SIGTERM)  # as if SIGTERM came while publishing
+    original = launcher.signals.install
+    launcher.signals.install = lambda: (original(), None)[1]  # keep the recorded signal
+    t = time.monotonic()
+    result = launcher.run()
+    assert time.monotonic() - t < 5
+    assert (result.outcome, result.exit_code, result.stop_reason) == ("interrupted", 143, "signal")
+    assert read_run(result.path).outcome == "interrupted"

@@ -110,23 +110,31 @@ def test_liveness_changes_reach_the_report(home, db_url):
     assert rep.totals["abandoned"] == 1
 
 
-def test_lost_facts_are_reconciled(home, db_url):
-    from ledger.report.models import ReportState
+def test_a_run_written_with_an_older_timestamp_is_reconciled(home, db_url):
+    """Another machine with a slow clock indexes a run into a shared index: its indexed_at is
+    older than our high-water mark, but the run count gives it away."""
+    from datetime import datetime, timezone
 
+    from ledger.index.models import Run
+
+    runs = Run.__table__
     make(home, "2026-03-08T10:00:00Z", [claude_stream()])
-    make(home, "2026-03-08T11:00:00Z", [claude_stream()])
     index_homes([home], db_url)
     _sync(db_url)
-    state = ReportState.__table__
     with writing(db_url) as conn:
-        # facts lost for a run the watermark no longer covers (e.g. written long ago)
-        first = conn.execute(sa.select(sa.func.min(facts.c.run_id))).scalar()
-        conn.execute(sa.delete(facts).where(facts.c.run_id == first))
-        conn.execute(sa.update(state).where(state.c.key == "synced_indexed_at").values(value="2999-01-01T00:00:00+00:00"))
-    stats, _ = _sync(db_url)
+        row = dict(conn.execute(sa.select(runs)).mappings().one())
+        row.update(run_id="run_" + "ab" * 16, indexed_at=datetime(2001, 1, 1, tzinfo=timezone.utc))
+        conn.execute(sa.insert(runs), [row])
+    stats, est = _sync(db_url)
     assert stats.checked == 0 and stats.reconciled and stats.rebuilt == 1
-    _, rep = _runs(db_url, "daily")
-    assert rep.totals["runs"] == 2
+    rows, rep = _runs(db_url)
+    assert "run_" + "ab" * 16 in rows and rep.totals["runs"] == 2
+    # and a run deleted from the index leaves the report the same way
+    with writing(db_url) as conn:
+        conn.execute(sa.delete(runs).where(runs.c.run_id == "run_" + "ab" * 16))
+    stats, _ = _sync(db_url)
+    assert stats.reconciled and stats.removed == 1
+    assert _runs(db_url)[1].totals["runs"] == 1
 
 
 @pytest.mark.parametrize("mode", ["auto", "estimated"])

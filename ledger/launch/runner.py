@@ -221,6 +221,14 @@ class Launcher:
 
         o = self.o
         skill = o.skill or o.expect_skill
+        self.signals.install()  # from before the run is published: a stop is never lost
+        try:
+            return self._publish_and_run(RunCapture, skill)
+        finally:
+            self.signals.restore()
+
+    def _publish_and_run(self, RunCapture: Any, skill: str | None) -> RunResult:
+        o = self.o
         try:
             capture = RunCapture(
                 o.home, harness=self.harness, model=self.model, skill=skill, subjects=list(o.subjects),
@@ -268,9 +276,10 @@ class Launcher:
         parses = adapter.parses_stream
         passthrough_fd = None if parses else (2 if o.json_output else o.stdout_fd)
 
-        self.signals.install()
         started = time.monotonic()
         try:
+            if self.signals.received:  # stopped before the agent even started
+                return self._spawn_failed(capture, adapter, None, started)
             try:
                 child = ChildProcess(self.argv, env=self._child_env(capture), cwd=o.cwd,
                                      stderr_passthrough=True,
@@ -287,28 +296,34 @@ class Launcher:
                     pass
             result = self._consume(capture, adapter, child, started, parses, passthrough_fd)
         finally:
-            self.signals.restore()
             self.progress.close()
         return result
 
-    def _spawn_failed(self, capture: Any, adapter: Adapter, exc: OSError, started: float) -> RunResult:
-        code = 127 if isinstance(exc, FileNotFoundError) else 126
-        msg = self.redactor.text(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")
+    def _spawn_failed(self, capture: Any, adapter: Adapter, exc: OSError | None, started: float) -> RunResult:
+        """The agent never ran: it could not be started (exc), or ledger was stopped first."""
+        if exc is None:
+            sig = self.signals.received[0]
+            code, outcome = 128 + sig, "interrupted"
+            msg = f"stopped by {signal.Signals(sig).name} before the command started"
+        else:
+            code, outcome = (127 if isinstance(exc, FileNotFoundError) else 126), "failed"
+            msg = self.redactor.text(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")
+        stop_reason = "signal" if exc is None else None
+        evidence = "unverifiable" if adapter.parses_stream else "not_applicable"
+        reasons = ["the command was not started" if exc is None else "the command could not be started"]
         if adapter.provider is not None:
-            capture.emit("provider_attempt_finished", attempt_key=adapter.attempt_key, outcome="failed")
+            capture.emit("provider_attempt_finished", attempt_key=adapter.attempt_key, outcome=outcome)
         duration = time.monotonic() - started
-        capture.emit("result", outcome="failed", duration_secs=duration, exit_code=code, returncode=None,
-                     stop_reason=None, evidence="unverifiable" if adapter.parses_stream else "not_applicable",
-                     evidence_reasons=["the command could not be started"], error=msg,
+        capture.emit("result", outcome=outcome, duration_secs=duration, exit_code=code, returncode=None,
+                     stop_reason=stop_reason, evidence=evidence, evidence_reasons=reasons, error=msg,
                      command=[self.redactor.text(a) for a in self.argv])
-        capture.settle("failed")
+        capture.settle(outcome)
         return RunResult(
             run_id=capture.run_id, path=os.fspath(capture.path), harness=self.harness, model=self.model,
-            outcome="failed", exit_code=code, returncode=None, stop_reason=None, duration_secs=duration,
-            evidence="unverifiable" if adapter.parses_stream else "not_applicable",
-            evidence_reasons=["the command could not be started"], tokens={}, cost_usd=None, cost_basis=None,
-            cost_note=None, final_answer=None, provider_session_id=None, api_retries=0, skill_invoked=adapter.skill_invoked,
-            final_streams=0, streams=0, error=msg)
+            outcome=outcome, exit_code=code, returncode=None, stop_reason=stop_reason, duration_secs=duration,
+            evidence=evidence, evidence_reasons=reasons, tokens={}, cost_usd=None, cost_basis=None,
+            cost_note=None, final_answer=None, provider_session_id=None, api_retries=0,
+            skill_invoked=adapter.skill_invoked, final_streams=0, streams=0, error=msg)
 
     def _consume(self, capture: Any, adapter: Adapter, child: ChildProcess, started: float,
                  parses: bool, passthrough_fd: int | None) -> RunResult:

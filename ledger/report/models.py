@@ -86,9 +86,9 @@ class ReportFact(Base):
     unpriced: Mapped[str | None] = mapped_column(Text)  # why the estimate is unknown
 
     __table_args__ = (
-        Index("ix_report_facts_home_id_run_id", "home_id", "run_id"),
-        Index("ix_report_facts_settled", "settled"),
-        Index("ix_report_facts_first", "first"),
+        # by run (sync, joins): all three columns so the planner never prefers a weaker index
+        Index("ix_report_facts_home_id_run_id_first", "home_id", "run_id", "first"),
+        Index("ix_report_facts_settled_first", "settled", "first"),
         Index("ix_report_facts_unpriced", "unpriced"),
         {"sqlite_with_rowid": False},
     )

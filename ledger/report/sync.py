@@ -12,8 +12,9 @@ write transaction:
    index), every unsettled run (the indexer updates their liveness in place, without a
    new timestamp), and every run our facts still hold as unsettled. One set-based query
    per kind compares each candidate's (indexed_at, state) with its facts'.
-3. Then the number of runs must equal the number of runs in the facts; if not (a run was
-   removed, or inserted with an old timestamp), a full anti-join reconciles both ways.
+3. Then the number of runs must equal the number of runs in the facts (kept in
+   report_state, recounted only after a change); if not (a run was removed, or written
+   with an older timestamp), a full anti-join reconciles both ways.
 
 Rebuilding a run re-prices a (run, model) row only when its usage fingerprint (a hash of
 its streams' counters, costs and receipts) or the price data version changed; otherwise
@@ -388,7 +389,8 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         high = high.replace(tzinfo=timezone.utc)
     mark = state.get("synced_indexed_at")
     new_mark = high.isoformat() if high is not None else mark
-    if full or state.get("price_version") != pv or mark is None:
+    fact_runs = state.get("fact_runs")
+    if full or state.get("price_version") != pv or mark is None or fact_runs is None:
         stats.full = True
         _full(conn, builder)
     else:
@@ -396,9 +398,13 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         since = None if new_mark == mark else datetime.fromisoformat(mark) - MARGIN
         changed, stats.checked = _changed(conn, since)
         _rebuild(conn, builder, changed, reuse=True)
-        if _count_runs(conn) != _count_fact_runs(conn):
-            _reconcile(conn, builder)
-    if (state.get("synced_indexed_at"), state.get("price_version")) != (new_mark, pv):
-        _set_state(conn, {"synced_indexed_at": new_mark, "price_version": pv})
+    if stats.full or stats.rebuilt or stats.removed:
+        fact_runs = str(_count_fact_runs(conn))
+    if _count_runs(conn) != int(fact_runs):
+        _reconcile(conn, builder)  # a run removed, or written with an older timestamp
+        fact_runs = str(_count_fact_runs(conn))
+    new_state = {"synced_indexed_at": new_mark, "price_version": pv, "fact_runs": fact_runs}
+    if {k: state.get(k) for k in new_state} != new_state:
+        _set_state(conn, new_state)
     stats.seconds = time.perf_counter() - t0
     return stats
