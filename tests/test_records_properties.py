@@ -178,7 +178,7 @@ COUNTER_KEYS = list(INT_COUNTERS) + ["cost_usd", "model", "cache_write_5m_tokens
 counter_value = st.integers(0, 2**64 + 10) | json_value
 junk_envelope = st.builds(
     lambda t, fields, usage: {"type": t, **fields, **({"usage": usage} if usage is not None else {})},
-    st.sampled_from(["usage"] * 6 + sorted(EVENT_TYPES) + ["mystery"]),  # usage has the deepest paths
+    st.sampled_from(["usage"] * 6 + sorted(EVENT_TYPES) + ["mystery"]) | json_value,  # usage: the deepest paths
     st.fixed_dictionaries({}, optional={k: v | json_value for k, v in FIELDS.items()}),
     st.one_of(st.none(), json_leaf, st.lists(json_leaf, min_size=1, max_size=2),
               st.dictionaries(st.sampled_from(COUNTER_KEYS), counter_value, max_size=4)),

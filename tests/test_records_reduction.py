@@ -364,6 +364,31 @@ def test_usage_payload_that_is_not_an_object_never_crashes(home, bad_usage):
     assert snap.usage.input_tokens is None and snap.usage.streams == 1
 
 
+@pytest.mark.parametrize("kind", [["usage"], {"a": 1}, 5, None, True])
+def test_event_type_that_is_not_a_string_is_an_unknown_type_gap(home, kind):
+    ev = rk.envelope(0, "text", text="x")
+    ev["type"] = kind
+    assert snap_of(home, [ev]).usage.gaps == 1
+
+
+def test_ill_typed_text_fields_never_reach_the_snapshot(home):
+    s = "attempt-1/t/m"
+    evs = [rk.envelope(0, "provider_attempt_started", provider=["x"], model={"m": 1}, account_id=None,
+                       attempt_key="attempt-1", observed_at=5),
+           rk.usage(1, s, 1, {"input_tokens": 1, "model": 7}, model=None),
+           rk.envelope(2, "result", outcome=3, duration_secs="long", api_retries=2**70),
+           rk.envelope(3, "provider_attempt_finished", attempt_key="attempt-1", outcome=[1])]
+    evs[1]["turn_key"] = [1]
+    evs[1]["provider"] = {"p": 1}
+    snap = snap_of(home, evs)
+    (stream,) = snap.streams
+    assert (stream.provider, stream.model, stream.turn_key) == (None, None, None)
+    assert snap.attempts == [{"attempt_key": "attempt-1", "provider": None, "model": None, "started_at": None,
+                              "finished_at": "2026-03-08T06:30:01.123456789Z", "outcome": None}]
+    assert snap.api_retries == 0
+    assert snap.usage.input_tokens == 1 and snap.usage.gaps == 0
+
+
 @pytest.mark.parametrize("field,value", [("schema_version", True), ("schema_version", 1.0), ("seq", "3"),
                                          ("seq", None)])
 def test_envelope_with_ill_typed_schema_or_seq_is_a_gap_not_a_crash(home, field, value):

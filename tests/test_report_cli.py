@@ -234,6 +234,10 @@ def test_filters_order_limit(home, db_url):
     assert keys("subject")[0][:1] == ["task:B"]
     _, doc = keys("subject")
     assert doc["totals"]["runs"] == 3  # a run with two subjects counts once in the totals
+    import socket
+
+    assert keys("host")[0] == [socket.gethostname()]
+    assert keys("session")[0] == [None]  # no provider session was observed
 
 
 def test_json_and_csv_fields_are_stable(home, db_url):

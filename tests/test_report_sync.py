@@ -70,9 +70,10 @@ def test_estimates_are_cached_and_repriced_only_when_needed(home, db_url):
     assert stats.removed == 1 and est.calls == []
     rows, _ = _runs(db_url)
     assert set(rows) == {read_run(a).id, read_run(c).id}
-    with writing(db_url) as conn:
-        pv = {r[0] for r in conn.execute(sa.select(facts.c.price_version))}
-    assert pv == {"prices v2"}
+    with writing(db_url) as conn:  # the views `ledger sql` documents say which prices
+        pv = {r[0] for r in conn.exec_driver_sql("SELECT price_version FROM run_costs_v")}
+        bases = {r[0] for r in conn.exec_driver_sql("SELECT cost_basis FROM model_costs_v")}
+    assert pv == {"prices v2"} and bases == {"estimated"}
 
 
 def test_a_running_run_that_settles_and_grows_is_updated(home, db_url):
@@ -148,3 +149,56 @@ def test_unpriced_model_reason_is_kept_with_the_cache(home, mode):
     rep = query(url, ReportQuery(kind="daily", cost=mode))
     assert rep.pricing["unpriced"][0]["model"] == "nope-1"
     assert rep.rows[0]["cost_basis"] == "unknown"
+
+
+def test_rollups_answer_exactly_like_the_facts(home, db_url):
+    """report_slots / report_days (fast paths) == report_facts (the reference), for every
+    zone, range and filter they serve; and after changes that touch some slots only."""
+    import random
+
+    from zoneinfo import ZoneInfo
+
+    from ledger.index.ops import reading
+    from ledger.report.aggregate import _source, run_report
+    from ledger.report.buckets import parse_day
+
+    rnd = random.Random(5)
+    models = ["claude-sonnet-4-5", "claude-haiku-4-5", "mystery-2"]
+    for i in range(40):
+        day = rnd.choice([7, 8, 9])
+        t = f"2026-03-{day:02d}T{rnd.randrange(24):02d}:{rnd.randrange(60):02d}:{rnd.randrange(60):02d}Z"
+        m = rnd.choice(models)
+        streams = [claude_stream(model=m, final=rnd.random() < 0.5, counters={"input_tokens": rnd.randrange(1, 999)})]
+        if rnd.random() < 0.3:
+            streams.append(claude_stream(model="claude-haiku-4-5", final=False, counters={"cost_usd": None}))
+        make(home, t, streams if rnd.random() < 0.9 else [], model=m, harness=rnd.choice(["claude", "codex"]),
+             outcome=rnd.choice(["completed", "completed", "failed", "interrupted"]))
+
+    def check():
+        index_homes([home], db_url)
+        _sync(db_url)
+        queries = []
+        for zone in ("UTC", "America/New_York", "Asia/Kathmandu"):
+            for since, until in ((None, None), ("2026-03-08", "2026-03-08"), ("2026-03-08", None), (None, "2026-03-08")):
+                for kind in ("daily", "weekly", "monthly", "model", "harness"):
+                    for extra in ({}, {"breakdown": True}, {"filters": {"harness": ["codex"], "outcome": ["failed"]}},
+                                  {"cost": "estimated"}, {"cost": "reported"}):
+                        queries.append(ReportQuery(
+                            kind=kind, zone=ZoneInfo(zone), zone_name=zone,
+                            since=parse_day(since) if since else None, until=parse_day(until) if until else None,
+                            **extra))
+        served = 0
+        with reading(db_url) as conn:
+            for q in queries:
+                if _source(q) == "facts":
+                    continue
+                served += 1
+                fast, ref = run_report(conn, q).to_dict(), run_report(conn, q, source="facts").to_dict()
+                assert fast == ref, (q, fast, ref)
+        assert served > 100
+
+    check()
+    # touch a few slots: a new run, a settled run re-indexed, a run removed
+    make(home, "2026-03-08T12:00:00Z", [claude_stream()])
+    shutil.rmtree(next(p for p in (home / "runs").glob("*/run_*")))
+    check()

@@ -68,6 +68,12 @@ def _counter_value(v: Any) -> int | None:
     return None
 
 
+def _str(v: Any) -> str | None:
+    """A text field as recorded, or None: junk of another JSON type never reaches the state
+    (the indexer stores these in text columns)."""
+    return v if type(v) is str else None
+
+
 def _rank(v: int) -> float | int:
     """Order counters with OVERFLOW above every representable value."""
     return math.inf if v == OVERFLOW else v
@@ -93,8 +99,8 @@ def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
     st = streams.get(sid)
     if st is None:
         st = streams[sid] = {
-            "provider": get("provider"), "model": get("model") or usage.get("model"),
-            "attempt": get("attempt_key"), "turn": get("turn_key"),
+            "provider": _str(get("provider")), "model": _str(get("model")) or _str(usage.get("model")),
+            "attempt": _str(get("attempt_key")), "turn": _str(get("turn_key")),
             "obs": None, "final": False, "n": 0, "c": {}, "cost": None,
         }
     st["n"] += 1
@@ -197,7 +203,7 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
         tools = state["tools"]
         tools[name] = tools.get(name, 0) + 1
         return
-    if kind not in EVENT_TYPES:
+    if type(kind) is not str or kind not in EVENT_TYPES:  # (a list/dict type is unhashable)
         state["gaps"] += 1
         return
     if kind == "usage":
@@ -207,8 +213,8 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
     elif kind == "provider_attempt_started":
         key = str(ev.get("attempt_key"))
         state["attempts"][key] = {
-            "attempt_key": key, "provider": ev.get("provider"), "model": ev.get("model"),
-            "started_at": ev.get("observed_at"), "finished_at": None, "outcome": None,
+            "attempt_key": key, "provider": _str(ev.get("provider")), "model": _str(ev.get("model")),
+            "started_at": _str(ev.get("observed_at")), "finished_at": None, "outcome": None,
         }
     elif kind == "provider_attempt_finished":
         key = str(ev.get("attempt_key"))
@@ -216,16 +222,20 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
             "attempt_key": key, "provider": None, "model": None, "started_at": None,
             "finished_at": None, "outcome": None,
         })
-        att["finished_at"] = ev.get("observed_at")
-        att["outcome"] = ev.get("outcome")
+        att["finished_at"] = _str(ev.get("observed_at"))
+        att["outcome"] = _str(ev.get("outcome"))
     elif kind == "provider_session_observed":
         if isinstance(ev.get("provider_session_id"), str):
             state["session"] = ev["provider_session_id"]
     elif kind == "result":
-        state["result"] = {"outcome": ev.get("outcome"), "duration_secs": ev.get("duration_secs")}
+        duration = ev.get("duration_secs")
+        if type(duration) not in (int, float) or not math.isfinite(duration):
+            duration = None
+        state["result"] = {"outcome": _str(ev.get("outcome")), "duration_secs": duration}
         # ledger additions on the result event (optional for v1 readers)
-        if isinstance(ev.get("api_retries"), int) and not isinstance(ev.get("api_retries"), bool):
-            state["retries"] = ev["api_retries"]
+        retries = ev.get("api_retries")
+        if type(retries) is int and 0 <= retries <= I64_MAX:
+            state["retries"] = retries
         if isinstance(ev.get("skill_invoked"), bool):
             state["skill_invoked"] = ev["skill_invoked"]
 

@@ -63,8 +63,10 @@ def read_manifest(run_path: str | Path) -> Manifest:
         raw = _read_json(mpath)
     except FileNotFoundError:
         raise RecordError(mpath, "manifest.json is missing") from None
-    except (jsonio.JSONDecodeError, OSError) as exc:
+    except jsonio.JSONDecodeError as exc:
         raise RecordError(mpath, f"manifest.json is not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise RecordError(mpath, f"manifest.json cannot be read ({exc.strerror or exc})") from None
     if not isinstance(raw, dict):
         raise RecordError(mpath, "manifest.json is not a JSON object")
     version = raw.get("schema_version")

@@ -1,9 +1,11 @@
-"""Report queries: aggregate `report_facts` in SQL, regroup time buckets in Python.
+"""Report queries: aggregate in SQL, regroup time buckets in Python.
 
-One implementation for SQLite and PostgreSQL: the SQL is plain GROUP BY with sums and
-counts. Time kinds group by the 15-minute UTC slot (the clustering key of report_facts, so
-SQLite streams the groups without sorting) and `buckets` maps each slot to its local day,
-week or month; every aggregate is a sum, count, min or max, so slots merge exactly.
+One implementation for SQLite and PostgreSQL: plain GROUP BY with sums, counts, min and
+max, so partial aggregates merge exactly. Each report reads the smallest table that can
+answer it (`_source`): `report_slots` (time reports without filters), `report_days`
+(`model` / `harness`, plus the facts of partial days at the ends of the range), else
+`report_facts`. Time reports group by the 15-minute UTC slot (the clustering key) and
+`buckets` maps each slot to its local day, week or month.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sqlalchemy as sa
 from ledger.index.models import RunSubject
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
-from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportFact
+from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot
 
 KINDS = ("daily", "weekly", "monthly", "run", "session", "model", "harness", "skill", "subject", "repo", "host")
 EVALUATION_KINDS = ("subject", "skill")
@@ -30,6 +32,8 @@ TOTAL_PARTS = TOKENS[:4]
 COST_DIGITS = 10
 
 facts_t = ReportFact.__table__
+slots_t = ReportSlot.__table__
+days_t = ReportDay.__table__
 subjects_t = RunSubject.__table__
 _KEY_COLUMNS = {"run": "run_id", "session": "session", "model": "run_model", "harness": "harness", "skill": "skill",
                 "repo": "repo", "host": "host"}
@@ -80,7 +84,7 @@ class ReportQuery:
 # run-level positions in Agg.v
 RUNS, IN, OUT, CR, CW, RS, COST, COST_N, BMIN, BMAX, FAILED, INTR, ABAND, UNVER, GAPS, NO_USAGE = range(16)
 N_RUN = 16
-# breakdown (per-model) positions in ModelAgg.v
+# per-model positions in Agg.models[model]
 M_ROWS, M_IN, M_OUT, M_CR, M_CW, M_RS, M_COST, M_COST_N, M_BMIN, M_BMAX = range(10)
 N_MODEL = 10
 assert (BMIN, BMAX) == (M_BMIN, M_BMAX) == (8, 9)
@@ -187,43 +191,54 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------
-# SQL
+# SQL: the same two aggregate vectors (run-level, per-model) over report_facts or a rollup
 
 
-def _cost_columns(q: ReportQuery) -> tuple[Any, Any, Any | None]:
-    """(run-level cost column, per-model cost column, basis code column or None)."""
-    f = facts_t.c
-    if q.cost == "reported":
-        return f.run_cost_reported, f.cost_reported, None
-    if q.cost == "estimated":
-        return f.run_cost_estimated, f.cost_estimated, None
-    return f.run_cost_auto, f.cost_auto, f.basis_auto
+def _basis_literal(q: ReportQuery) -> Any:
+    return sa.literal(REPORTED if q.cost == "reported" else ESTIMATED)
 
 
-def _run_aggregates(q: ReportQuery) -> list[Any]:
-    f = facts_t.c
-    run_cost, _, _ = _cost_columns(q)
-    if q.cost == "auto":
-        bmin, bmax = sa.func.min(f.run_basis_auto), sa.func.max(f.run_basis_auto)
+def _run_aggregates(q: ReportQuery, t: Any = None) -> list[Any]:
+    """The run-level vector (RUNS .. NO_USAGE) over report_facts, or over rollup table `t`."""
+    s = sa.func.sum
+    flags = ("failed", "interrupted", "abandoned", "unverified", "evidence_gaps", "no_usage")
+    if t is None:
+        f = facts_t.c
+        cost = f[f"run_cost_{q.cost}"]
+        basis = [sa.func.min(f.run_basis_auto), sa.func.max(f.run_basis_auto)]
+        head = [s(f.first), *(s(f[n]) for n in TOKENS), s(cost), sa.func.count(cost)]
+        tail = [s(f[n]) for n in flags]
     else:
-        code = REPORTED if q.cost == "reported" else ESTIMATED
-        bmin = bmax = sa.literal(code)
-    return [sa.func.sum(f.first), *(sa.func.sum(f[t]) for t in TOKENS), sa.func.sum(run_cost),
-            sa.func.count(run_cost), bmin, bmax, sa.func.sum(f.failed), sa.func.sum(f.interrupted),
-            sa.func.sum(f.abandoned), sa.func.sum(f.unverified), sa.func.sum(f.evidence_gaps),
-            sa.func.sum(f.no_usage)]
+        c = t.c
+        basis = [sa.func.min(c.run_basis_min), sa.func.max(c.run_basis_max)]
+        head = [s(c.runs), *(s(c[n]) for n in TOKENS), s(c[f"run_cost_{q.cost}"]), s(c[f"run_cost_{q.cost}_n"])]
+        tail = [s(c[n]) for n in flags]
+    if q.cost != "auto":
+        basis = [_basis_literal(q), _basis_literal(q)]
+    return head + basis + tail
 
 
-def _model_aggregates(q: ReportQuery) -> list[Any]:
-    f = facts_t.c
-    _, cost, basis = _cost_columns(q)
-    if basis is not None:
-        bmin, bmax = sa.func.min(basis), sa.func.max(basis)
+def _model_aggregates(q: ReportQuery, t: Any = None) -> list[Any]:
+    """The per-model vector (M_ROWS .. M_BMAX) over report_facts, or over rollup table `t`."""
+    s = sa.func.sum
+    if t is None:
+        f = facts_t.c
+        cost = f[f"cost_{q.cost}"]
+        out = [sa.func.count(), *(s(f[n]) for n in TOKENS), s(cost), sa.func.count(cost),
+               sa.func.min(f.basis_auto), sa.func.max(f.basis_auto)]
     else:
-        code = REPORTED if q.cost == "reported" else ESTIMATED
-        bmin = bmax = sa.literal(code)
-    return [sa.func.count(), *(sa.func.sum(f[t]) for t in TOKENS), sa.func.sum(cost), sa.func.count(cost),
-            bmin, bmax]
+        c = t.c
+        out = [s(c.model_rows), *(s(c[n]) for n in TOKENS), s(c[f"cost_{q.cost}"]), s(c[f"cost_{q.cost}_n"]),
+               sa.func.min(c.basis_min), sa.func.max(c.basis_max)]
+    if q.cost != "auto":
+        out[-2:] = [_basis_literal(q), _basis_literal(q)]
+    return out
+
+
+def _cost_columns(q: ReportQuery) -> tuple[Any, Any]:
+    """(run-level cost column, per-model cost column) of report_facts for the cost mode."""
+    f = facts_t.c
+    return f[f"run_cost_{q.cost}"], f[f"cost_{q.cost}"]
 
 
 def _match(col: Any, values: Sequence[str]) -> Any:
@@ -254,10 +269,10 @@ def time_bounds(q: ReportQuery) -> tuple[int | None, int | None]:
     return (epoch(start) if start else None, epoch(end) if end else None)
 
 
-def _where(q: ReportQuery) -> list[Any]:
+def _time_conds(start: int | None, end: int | None) -> list[Any]:
+    """report_facts rows created in [start, end) (epoch seconds; None: open)."""
     f = facts_t.c
     conds: list[Any] = []
-    start, end = time_bounds(q)
     for bound, op in ((start, "ge"), (end, "lt")):
         if bound is None:
             continue
@@ -265,6 +280,12 @@ def _where(q: ReportQuery) -> list[Any]:
             conds.append(f.slot >= bound // SLOT_SECONDS if op == "ge" else f.slot < bound // SLOT_SECONDS)
         else:
             conds.append(f.created_s >= bound if op == "ge" else f.created_s < bound)
+    return conds
+
+
+def _filter_conds(q: ReportQuery) -> list[Any]:
+    f = facts_t.c
+    conds: list[Any] = []
     flt = q.filters
     for name, col in (("harness", f.harness), ("skill", f.skill), ("repo", f.repo), ("host", f.host),
                       ("outcome", f.outcome)):
@@ -309,19 +330,18 @@ def resolved_order(q: ReportQuery) -> str:
 def _key_column(q: ReportQuery, slot_size: int) -> Any:
     f = facts_t.c
     if q.is_time:
-        return f.slot if slot_size == SLOT_SECONDS else f.created_s / slot_size
+        return f.slot if slot_size == SLOT_SECONDS else f.created_s // slot_size
     if q.kind == "subject":
         return subjects_t.c.selector
     return f[_KEY_COLUMNS[q.kind]]
 
 
-def _slot_size(q: ReportQuery, conn: Any, conds: list[Any]) -> tuple[int, Buckets | None]:
-    """The SQL grouping slot for a time report, and the buckets covering its data.
-
-    The 15-minute slot (the clustering key) whenever every bucket boundary falls on one;
-    else (a historical offset in seconds) the largest slot that divides them all."""
-    f = facts_t.c
-    lo, hi = conn.execute(sa.select(sa.func.min(f.slot), sa.func.max(f.slot)).where(*conds)).one()
+def _time_buckets(q: ReportQuery, conn: Any, table: Any, conds: list[Any]) -> tuple[int, Buckets | None]:
+    """The buckets covering the report's data and the SQL slot size to group by: the
+    15-minute slot whenever every bucket boundary falls on one, else (a historical offset
+    in seconds) the largest slot that divides them all."""
+    slot = table.c.slot
+    lo, hi = conn.execute(sa.select(sa.func.min(slot), sa.func.max(slot)).where(*conds)).one()
     if lo is None:
         return SLOT_SECONDS, None
     first = datetime.fromtimestamp(int(lo) * SLOT_SECONDS, timezone.utc)
@@ -333,7 +353,7 @@ def _slot_size(q: ReportQuery, conn: Any, conds: list[Any]) -> tuple[int, Bucket
 def _top_runs(q: ReportQuery, conds: list[Any]) -> Any:
     """`report run --limit N`: the N runs to show, chosen in SQL (same order as _sort_rows)."""
     f = facts_t.c
-    run_cost, _, _ = _cost_columns(q)
+    run_cost, _ = _cost_columns(q)
     desc = resolved_order(q) == "desc"
     tokens = sa.func.coalesce(f.run_total_tokens, -1)
     order = [run_cost.is_(None), run_cost.desc() if desc else run_cost.asc(),
@@ -341,92 +361,198 @@ def _top_runs(q: ReportQuery, conds: list[Any]) -> Any:
     return sa.select(f.home_id, f.run_id).where(f.first == 1, *conds).order_by(*order).limit(q.limit)
 
 
-def run_report(conn: Any, q: ReportQuery) -> Report:
-    """Answer `q` from report_facts on `conn` (which sees a synced index)."""
+def _source(q: ReportQuery) -> str:
+    """Which table answers `q`: a rollup when its dimensions cover the query, else the facts."""
+    used = {k for k, v in q.filters.items() if v}
+    if q.is_time and not q.breakdown and not used:
+        return "slots"
+    if q.kind in ("model", "harness") and used <= {"harness", "outcome"}:
+        return "days"
+    return "facts"
+
+
+class _Collector:
+    """Merges result rows [key, (model), run vector, (model vector), extra...] into groups."""
+
+    def __init__(self, q: ReportQuery, n_extra: int = 0) -> None:
+        self.q = q
+        self.groups: dict[Any, Agg] = {}
+        self.info: dict[Any, list[Any]] = {}
+        self.base = 2 if q.breakdown else 1
+        self.n_extra = n_extra
+
+    def add(self, rows: Iterable[Sequence[Any]], key_of: Any = None, model_of: Any = None) -> None:
+        groups, base, mbase, breakdown = self.groups, self.base, self.base + N_RUN, self.q.breakdown
+        for row in rows:
+            k = row[0] if key_of is None else key_of(row[0])
+            agg = groups.get(k)
+            if agg is None:
+                agg = groups[k] = Agg()
+            agg.add(row, base)
+            if breakdown:
+                agg.add_model(row[1] if model_of is None else model_of(row[1]), row, mbase)
+            if self.n_extra:
+                self.info[k] = list(row[-self.n_extra:])
+
+
+def _none_if_empty(v: Any) -> Any:
+    return None if v == "" else v
+
+
+def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
+    """Answer `q` from report_facts (or its rollups) on `conn`, which sees a synced index.
+    `source` forces "facts" (tests prove every rollup answers exactly like the facts)."""
     import time
 
     t0 = time.perf_counter()
     f = facts_t.c
-    conds = _where(q)
-    buckets: Buckets | None = None
-    slot_size = SLOT_SECONDS
-    if q.is_time:
-        slot_size, buckets = _slot_size(q, conn, conds)
-        if buckets is None:
-            return _finish(q, {}, Agg(), conn, conds, t0)
-    key = _key_column(q, slot_size)
-    aggs = _run_aggregates(q)
-    src: Any = facts_t
-    if q.kind == "subject":
-        s = subjects_t.c
-        src = facts_t.outerjoin(subjects_t, sa.and_(s.home_id == f.home_id, s.run_id == f.run_id))
-    group_conds = list(conds)
-    separate_totals = q.kind == "subject"  # a run with several subjects is in several groups
-    extra: list[Any] = []
-    group_by: list[Any] = [key]
-    if q.kind == "run":
-        extra = [sa.func.max(f.created_s), sa.func.max(f.harness), sa.func.max(f.run_model),
-                 sa.func.max(f.outcome), sa.func.max(f.duration_ms)]
-        group_by = [f.home_id, f.run_id]
-        if q.limit is not None:
-            group_conds.append(sa.tuple_(f.home_id, f.run_id).in_(_top_runs(q, conds)))
-            separate_totals = True
-    cols: list[Any] = [key]
-    if q.breakdown:
-        cols.append(f.model)
-        group_by.append(f.model)
-    cols += aggs
-    if q.breakdown:
-        cols += _model_aggregates(q)
-    cols += extra
-    stmt = sa.select(*cols).select_from(src).where(*group_conds).group_by(*group_by)
-    groups: dict[Any, Agg] = {}
-    info: dict[Any, list[Any]] = {}
-    base = 2 if q.breakdown else 1
-    mbase = base + N_RUN
-    n_extra = len(extra)
-    if q.is_time:
-        assert buckets is not None
-        label_of = buckets.label_of_epoch
-        labels: dict[int, Any] = {}
-        for row in conn.execute(stmt).fetchall():
-            slot = row[0]
-            k = labels.get(slot)
-            if k is None:
-                k = labels[slot] = label_of(int(slot) * slot_size)
-            agg = groups.get(k)
-            if agg is None:
-                agg = groups[k] = Agg()
-            agg.add(row, base)
-            if q.breakdown:
-                agg.add_model(row[1], row, mbase)
+    start, end = time_bounds(q)
+    conds = _time_conds(start, end) + _filter_conds(q)
+    source = source or _source(q)
+    if source == "slots":
+        col = _collect_slots(conn, q, start, end)
+    elif source == "days":
+        col = _collect_days(conn, q, start, end)
     else:
-        for row in conn.execute(stmt).fetchall():
-            k = row[0]
-            agg = groups.get(k)
-            if agg is None:
-                agg = groups[k] = Agg()
-            agg.add(row, base)
-            if q.breakdown:
-                agg.add_model(row[1], row, mbase)
-            if n_extra:
-                info[k] = list(row[-n_extra:])
+        col = _collect_facts(conn, q, conds)
+    if col is None:  # a time report without data
+        return _finish(q, {}, Agg(), conn, conds, t0)
+    groups = col.groups
     if q.evaluation:
         _medians(conn, q, conds, groups)
     totals = Agg()
-    if separate_totals:
-        totals.add(conn.execute(sa.select(*aggs).select_from(facts_t).where(*conds)).one())
+    if q.kind == "subject" or (q.kind == "run" and q.limit is not None):
+        # a run with several subjects is in several groups; --limit drops runs
+        totals.add(conn.execute(sa.select(*_run_aggregates(q)).select_from(facts_t).where(*conds)).one())
     else:
         for agg in groups.values():
             totals.merge(agg)
     if q.evaluation:
         _medians(conn, q, conds, {None: totals}, totals_only=True)
-    return _finish(q, groups, totals, conn, conds, t0, info)
+    return _finish(q, groups, totals, conn, conds, t0, col.info)
+
+
+def _collect_slots(conn: Any, q: ReportQuery, start: int | None, end: int | None) -> _Collector | None:
+    """Time reports without filters: report_slots, one row per 15-minute slot."""
+    t = slots_t
+    conds = []
+    if start is not None:
+        conds.append(t.c.slot >= -(-start // SLOT_SECONDS))
+    if end is not None:
+        conds.append(t.c.slot < -(-end // SLOT_SECONDS))
+    slot_size, buckets = _time_buckets(q, conn, t, conds)
+    if buckets is None:
+        return None
+    if slot_size != SLOT_SECONDS or any(b is not None and b % SLOT_SECONDS for b in (start, end)):
+        return _collect_facts(conn, q, _time_conds(start, end))  # a zone off the 15-minute grid
+    col = _Collector(q)
+    stmt = sa.select(t.c.slot, *_run_aggregates(q, t)).where(*conds).group_by(t.c.slot)
+    labels: dict[int, Any] = {}
+    label_of = buckets.label_of_epoch
+
+    def key_of(slot: int) -> Any:
+        k = labels.get(slot)
+        if k is None:
+            k = labels[slot] = label_of(int(slot) * SLOT_SECONDS)
+        return k
+
+    col.add(conn.execute(stmt).fetchall(), key_of)
+    return col
+
+
+def _collect_days(conn: Any, q: ReportQuery, start: int | None, end: int | None) -> _Collector:
+    """`model` / `harness` reports: report_days for the whole UTC days of the range, the
+    facts for the partial days at its ends."""
+    t = days_t
+    col = _Collector(q)
+    filters = _filter_conds(q)
+    day_lo = None if start is None else -(-start // 86400)
+    day_hi = None if end is None else end // 86400
+    if day_lo is not None and day_hi is not None and day_lo >= day_hi:
+        col.add(conn.execute(_facts_stmt(q, _time_conds(start, end) + filters)).fetchall())
+        return col
+    conds = []
+    if day_lo is not None:
+        conds.append(t.c.day >= day_lo)
+    if day_hi is not None:
+        conds.append(t.c.day < day_hi)
+    flt = q.filters
+    if flt.get("harness"):
+        conds.append(_match(t.c.harness, flt["harness"]))
+    if flt.get("outcome"):
+        conds.append(_match(t.c.outcome, flt["outcome"]))
+    key = t.c.run_model_key if q.kind == "model" else t.c.harness
+    cols: list[Any] = [key]
+    group = [key]
+    if q.breakdown:
+        cols.append(t.c.model_key)
+        group.append(t.c.model_key)
+    cols += _run_aggregates(q, t)
+    if q.breakdown:
+        cols += _model_aggregates(q, t)
+    stmt = sa.select(*cols).where(*conds).group_by(*group)
+    col.add(conn.execute(stmt).fetchall(), _none_if_empty if q.kind == "model" else None, _none_if_empty)
+    for lo, hi in ((start, None if day_lo is None else day_lo * 86400), (None if day_hi is None else day_hi * 86400, end)):
+        if lo is not None and hi is not None and lo < hi:
+            col.add(conn.execute(_facts_stmt(q, _time_conds(lo, hi) + filters)).fetchall())
+    return col
+
+
+def _facts_stmt(q: ReportQuery, conds: list[Any], slot_size: int = SLOT_SECONDS) -> Any:
+    """GROUP BY key (, model) over report_facts; `report run` adds the run's own fields."""
+    f = facts_t.c
+    key = _key_column(q, slot_size)
+    src: Any = facts_t
+    if q.kind == "subject":
+        s = subjects_t.c
+        src = facts_t.outerjoin(subjects_t, sa.and_(s.home_id == f.home_id, s.run_id == f.run_id))
+    cols: list[Any] = [key]
+    group: list[Any] = [key]
+    if q.kind == "run":
+        group = [f.home_id, f.run_id]
+    if q.breakdown:
+        cols.append(f.model)
+        group.append(f.model)
+    cols += _run_aggregates(q)
+    if q.breakdown:
+        cols += _model_aggregates(q)
+    if q.kind == "run":
+        cols += _run_extra()
+        if q.limit is not None:
+            conds = conds + [sa.tuple_(f.home_id, f.run_id).in_(_top_runs(q, conds))]
+    return sa.select(*cols).select_from(src).where(*conds).group_by(*group)
+
+
+def _run_extra() -> list[Any]:
+    f = facts_t.c
+    return [sa.func.max(f.created_s), sa.func.max(f.harness), sa.func.max(f.run_model), sa.func.max(f.outcome),
+            sa.func.max(f.duration_ms)]
+
+
+def _collect_facts(conn: Any, q: ReportQuery, conds: list[Any]) -> _Collector | None:
+    col = _Collector(q, n_extra=len(_run_extra()) if q.kind == "run" else 0)
+    if not q.is_time:
+        col.add(conn.execute(_facts_stmt(q, conds)).fetchall())
+        return col
+    slot_size, buckets = _time_buckets(q, conn, facts_t, conds)
+    if buckets is None:
+        return None
+    labels: dict[int, Any] = {}
+    label_of = buckets.label_of_epoch
+
+    def key_of(slot: int) -> Any:
+        k = labels.get(slot)
+        if k is None:
+            k = labels[slot] = label_of(int(slot) * slot_size)
+        return k
+
+    col.add(conn.execute(_facts_stmt(q, conds, slot_size)).fetchall(), key_of)
+    return col
 
 
 def _medians(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg], totals_only: bool = False) -> None:
     f = facts_t.c
-    run_cost, _, _ = _cost_columns(q)
+    run_cost, _ = _cost_columns(q)
     if totals_only:
         stmt = sa.select(sa.literal(None), run_cost, f.duration_ms).where(f.first == 1, *conds)
     elif q.kind == "subject":
@@ -476,16 +602,16 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Any, cond
         rows = rows[:q.limit]
     tot = row_dict("total", totals, q)
     tot.pop("key")
-    pricing = _pricing(conn, q, conds)
+    pricing = _pricing(conn, q, conds, tot)
     return Report(query=q, rows=rows, totals=tot, pricing=pricing, seconds=time.perf_counter() - t0)
 
 
-def _pricing(conn: Any, q: ReportQuery, conds: list[Any]) -> dict[str, Any]:
-    """The price data version and every reason a figure of this report is unknown."""
+def _pricing(conn: Any, q: ReportQuery, conds: list[Any], totals: dict[str, Any]) -> dict[str, Any]:
+    """The price data version and every reason a cost of this report is unknown."""
     from ledger.pricing import price_data_version
 
     f = facts_t.c
-    _, cost, _ = _cost_columns(q)
+    _, cost = _cost_columns(q)
     unknown: list[dict[str, Any]] = []
     if q.cost != "reported":
         stmt = (sa.select(f.model, f.unpriced, sa.func.count(sa.distinct(f.run_id)))
@@ -493,6 +619,8 @@ def _pricing(conn: Any, q: ReportQuery, conds: list[Any]) -> dict[str, Any]:
                 .order_by(f.model, f.unpriced))
         for model, reason, n in conn.execute(stmt):
             unknown.append({"model": model, "reason": reason, "runs": int(n)})
+        if totals["unmeasured_usage_runs"]:
+            unknown.append({"model": None, "reason": "no usage reported", "runs": totals["unmeasured_usage_runs"]})
     else:
         n = conn.execute(sa.select(sa.func.count(sa.distinct(f.run_id))).where(cost.is_(None), *conds)).scalar_one()
         if n:

@@ -44,14 +44,13 @@ class ReportFact(Base):
     model_key: Mapped[str] = mapped_column(Text, primary_key=True)  # model, or '' when unknown/no usage
     created_s: Mapped[int] = mapped_column(BigInteger)  # floor(created epoch)
     first: Mapped[int] = mapped_column(SmallInteger)
-    # what the row was derived from (the run row's identity in time) and how it was priced
+    # what the row was derived from (the run row's identity in time) and the usage it priced
     indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     settled: Mapped[int] = mapped_column(SmallInteger)
     state: Mapped[str] = mapped_column(Text)
-    price_version: Mapped[str] = mapped_column(Text)
-    usage_fingerprint: Mapped[str] = mapped_column(Text)
+    usage_fingerprint: Mapped[int] = mapped_column(BigInteger)
     # group-by / filter dimensions (same on every row of a run, except model)
-    harness: Mapped[str | None] = mapped_column(Text)
+    harness: Mapped[str] = mapped_column(Text)
     run_model: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(Text)
     models: Mapped[str] = mapped_column(Text)  # "|m1|m2|": every model of the run, for --model
@@ -59,7 +58,7 @@ class ReportFact(Base):
     repo: Mapped[str | None] = mapped_column(Text)
     host: Mapped[str | None] = mapped_column(Text)
     session: Mapped[str | None] = mapped_column(Text)
-    outcome: Mapped[str | None] = mapped_column(Text)  # completed|failed|interrupted|abandoned|running|unknown
+    outcome: Mapped[str] = mapped_column(Text)  # completed|failed|interrupted|abandoned|running|unknown
     # run-level facts, on the first row only (0 / NULL elsewhere)
     failed: Mapped[int] = mapped_column(SmallInteger)
     interrupted: Mapped[int] = mapped_column(SmallInteger)
@@ -83,7 +82,7 @@ class ReportFact(Base):
     cost_estimated: Mapped[float | None] = mapped_column(Double)
     cost_auto: Mapped[float | None] = mapped_column(Double)
     basis_auto: Mapped[int | None] = mapped_column(SmallInteger)
-    unpriced: Mapped[str | None] = mapped_column(Text)  # why the estimate is unknown
+    unpriced: Mapped[str | None] = mapped_column(Text)  # why the estimate of this model is unknown
 
     __table_args__ = (
         # by run (sync, joins): all three columns so the planner never prefers a weaker index
@@ -92,6 +91,82 @@ class ReportFact(Base):
         Index("ix_report_facts_unpriced", "unpriced"),
         {"sqlite_with_rowid": False},
     )
+
+
+# Rollups of report_facts, recomputed by the sync for every slot / day a change touches.
+# (name, aggregate, report_facts column): sums and counts add up, min / max combine.
+RUN_MEASURES = (
+    ("runs", "sum", "first"),
+    ("input_tokens", "sum", "input_tokens"),
+    ("output_tokens", "sum", "output_tokens"),
+    ("cache_read_tokens", "sum", "cache_read_tokens"),
+    ("cache_write_tokens", "sum", "cache_write_tokens"),
+    ("reasoning_tokens", "sum", "reasoning_tokens"),
+    ("run_cost_auto", "sum", "run_cost_auto"),
+    ("run_cost_auto_n", "count", "run_cost_auto"),
+    ("run_cost_reported", "sum", "run_cost_reported"),
+    ("run_cost_reported_n", "count", "run_cost_reported"),
+    ("run_cost_estimated", "sum", "run_cost_estimated"),
+    ("run_cost_estimated_n", "count", "run_cost_estimated"),
+    ("run_basis_min", "min", "run_basis_auto"),
+    ("run_basis_max", "max", "run_basis_auto"),
+    ("failed", "sum", "failed"),
+    ("interrupted", "sum", "interrupted"),
+    ("abandoned", "sum", "abandoned"),
+    ("unverified", "sum", "unverified"),
+    ("evidence_gaps", "sum", "evidence_gaps"),
+    ("no_usage", "sum", "no_usage"),
+)
+MODEL_MEASURES = (
+    ("model_rows", "count", None),
+    ("cost_auto", "sum", "cost_auto"),
+    ("cost_auto_n", "count", "cost_auto"),
+    ("cost_reported", "sum", "cost_reported"),
+    ("cost_reported_n", "count", "cost_reported"),
+    ("cost_estimated", "sum", "cost_estimated"),
+    ("cost_estimated_n", "count", "cost_estimated"),
+    ("basis_min", "min", "basis_auto"),
+    ("basis_max", "max", "basis_auto"),
+)
+
+
+def _measure_type(name: str, func: str) -> type:
+    if func in ("min", "max"):
+        return SmallInteger
+    if func == "sum" and "cost" in name:
+        return Double
+    return BigInteger
+
+
+def _measures(cls: type, measures: tuple) -> None:
+    for name, func, _ in measures:
+        setattr(cls, name, mapped_column(_measure_type(name, func), nullable=True))
+
+
+class ReportSlot(Base):
+    """Every measure per 15-minute UTC slot: `daily` / `weekly` / `monthly` in any zone."""
+
+    __tablename__ = "report_slots"
+
+    slot: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+
+
+class ReportDay(Base):
+    """Every measure per UTC day x harness x run model x model x outcome: the `model` and
+    `harness` reports (the partial days at the ends of a --since/--until range in another
+    zone come from report_facts)."""
+
+    __tablename__ = "report_days"
+
+    day: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # floor(created epoch / 86400)
+    harness: Mapped[str] = mapped_column(Text, primary_key=True)
+    run_model_key: Mapped[str] = mapped_column(Text, primary_key=True)  # run_model, '' when unknown
+    model_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    outcome: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+_measures(ReportSlot, RUN_MEASURES)
+_measures(ReportDay, RUN_MEASURES + MODEL_MEASURES)
 
 
 class ReportState(Base):
@@ -106,5 +181,5 @@ class ReportState(Base):
 # The sync finds runs written since it last looked through this index on the index's table.
 RUNS_INDEXED_AT = Index("ix_runs_indexed_at", Run.__table__.c.indexed_at)
 
-REPORT_TABLES = ("report_facts", "report_state")
+REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_state")
 REPORT_VIEWS = ("run_costs_v", "model_costs_v")  # created by migration 0002_report

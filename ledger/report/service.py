@@ -48,12 +48,12 @@ def writing(url: str) -> Iterator[Any]:
         eng.dispose()
 
 
-def sync(url: str, *, full: bool = False) -> Any:
+def sync(url: str, *, full: bool = False, notify: Notify | None = None) -> Any:
     """Bring report_facts up to date with the index at `url`; returns SyncStats."""
     from ledger.report.sync import sync_facts
 
     with writing(url) as conn:
-        return sync_facts(conn, full=full)
+        return sync_facts(conn, full=full, notify=notify)
 
 
 def query(url: str, q: ReportQuery) -> Report:
@@ -75,5 +75,5 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
         summary = index_homes([home_path], url, notify=notify)
         for p in summary.skipped:
             notify(f"warning: skipped damaged record {p.path}: {p.reason}")
-    sync(url)
+    sync(url, notify=notify)
     return query(url, q)

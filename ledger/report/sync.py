@@ -33,18 +33,22 @@ import sqlalchemy as sa
 from ledger.index.models import COUNTER_COLUMNS, Home, Run, RunSubject, UsageStream
 from ledger.report.buckets import epoch
 from ledger.report.costs import combine_codes, sum_known
-from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportFact, ReportState
+from ledger.report.models import (
+    ESTIMATED, MODEL_MEASURES, REPORTED, RUN_MEASURES, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot, ReportState,
+)
 
 MARGIN = timedelta(seconds=2)
 BATCH = 1000
 PG_LOCK_KEY = 0x4C445250  # "LDRP": one report sync at a time on a shared PostgreSQL index
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
-NO_USAGE = "no usage reported"
 
 runs_t = Run.__table__
 streams_t = UsageStream.__table__
 subjects_t = RunSubject.__table__
 facts_t = ReportFact.__table__
+slots_t = ReportSlot.__table__
+days_t = ReportDay.__table__
+SLOTS_PER_DAY = 86400 // SLOT_SECONDS
 homes_t = Home.__table__
 state_t = ReportState.__table__
 
@@ -136,7 +140,7 @@ class FactBuilder:
         if not by_model:
             per_model.append({"model_key": "", "model": None, **{c: None for c in TOKEN_COLUMNS},
                               "cost_reported": None, "cost_estimated": None, "cost_auto": None,
-                              "basis_auto": None, "unpriced": NO_USAGE, "usage_fingerprint": "-"})
+                              "basis_auto": None, "unpriced": None, "usage_fingerprint": 0})
         for key in sorted(by_model):
             group = by_model[key]
             fp = _fingerprint(group)
@@ -182,7 +186,7 @@ class FactBuilder:
         common = {
             "slot": created_s // SLOT_SECONDS, "home_id": run.home_id, "run_id": run.run_id,
             "created_s": created_s, "indexed_at": run.indexed_at, "settled": 1 if run.settled else 0,
-            "state": run.state, "price_version": self.price_version, "harness": run.harness,
+            "state": run.state, "harness": run.harness,
             "run_model": run_model, "models": "|" + "|".join(models) + "|", "skill": run.skill,
             "repo": run.repo, "host": run.host, "session": run.provider_session_id, "outcome": outcome,
         }
@@ -216,12 +220,13 @@ def _counters(st: Any) -> dict[str, Any]:
     return {name: getattr(st, name) for name in COUNTER_COLUMNS if getattr(st, name) is not None}
 
 
-def _fingerprint(streams: Iterable[Any]) -> str:
+def _fingerprint(streams: Iterable[Any]) -> int:
+    """A 63-bit hash of what pricing depends on: each stream's counters, cost and receipt."""
     h = hashlib.sha1()
     for st in sorted(streams, key=lambda s: s.stream_id):
         h.update(repr((st.stream_id, st.provider, st.model, bool(st.final_receipt), st.cost_usd,
                        tuple(getattr(st, n) for n in COUNTER_COLUMNS))).encode())
-    return h.hexdigest()[:20]
+    return int.from_bytes(h.digest()[:8], "big", signed=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -253,16 +258,19 @@ def _load_streams(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int,
     return out
 
 
-def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], price_version: str
-                 ) -> dict[tuple[int, str], dict[str, tuple[str, float | None, str | None]]]:
-    out: dict[tuple[int, str], dict[str, tuple[str, float | None, str | None]]] = {}
+def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int]
+                 ) -> dict[tuple[int, str], dict[str, tuple[int, float | None, str | None]]]:
+    """The estimates the facts of `keys` hold (all priced with the current price data: a
+    new price version rebuilds everything); adds their slots to `touched`."""
+    out: dict[tuple[int, str], dict[str, tuple[int, float | None, str | None]]] = {}
     if not keys:
         return out
     f = facts_t.c
-    q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced).where(
-        sa.tuple_(f.home_id, f.run_id).in_(keys), f.price_version == price_version)
+    q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced,
+                  f.slot).where(sa.tuple_(f.home_id, f.run_id).in_(keys))
     for r in conn.execute(q):
         out.setdefault((r.home_id, r.run_id), {})[r.model_key] = (r.usage_fingerprint, r.cost_estimated, r.unpriced)
+        touched.add(r.slot)
     return out
 
 
@@ -271,17 +279,19 @@ def _delete_facts(conn: Any, keys: Sequence[tuple[int, str]]) -> None:
         conn.execute(sa.delete(facts_t).where(sa.tuple_(facts_t.c.home_id, facts_t.c.run_id).in_(keys)))
 
 
-def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], reuse: bool) -> None:
-    """Rebuild the facts of `keys` (runs that no longer exist lose their facts)."""
+def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], touched: set[int]) -> None:
+    """Rebuild the facts of `keys` (runs that no longer exist lose their facts), reusing
+    the cached estimates; the slots whose rows changed are added to `touched`."""
     for i in range(0, len(keys), BATCH):
         chunk = list(keys[i:i + BATCH])
         runs = _load_runs(conn, chunk)
         streams = _load_streams(conn, chunk)
-        cached = _load_cached(conn, chunk, builder.price_version) if reuse else {}
+        cached = _load_cached(conn, chunk, touched)
         rows: list[dict[str, Any]] = []
         for run in runs:
             k = (run.home_id, run.run_id)
             rows.extend(builder.rows(run, streams.get(k, ()), cached.get(k, {})))
+        touched.update(r["slot"] for r in rows)
         builder.stats.removed += len(chunk) - len(runs)
         builder.stats.rebuilt += len(runs)
         _delete_facts(conn, chunk)
@@ -289,8 +299,59 @@ def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], r
             conn.execute(sa.insert(facts_t), rows)
 
 
-def _full(conn: Any, builder: FactBuilder) -> None:
+def _rollup_select(measures: tuple, group: list[Any], where: list[Any]) -> Any:
+    f = facts_t.c
+    cols = []
+    for name, func, src in measures:
+        if func == "count":
+            expr = sa.func.count(f[src]) if src else sa.func.count()
+        else:
+            expr = getattr(sa.func, func)(f[src])
+        cols.append(expr.label(name))
+    return sa.select(*group, *cols).where(*where).group_by(*group)
+
+
+def refresh_rollups(conn: Any, slots: set[int] | None) -> None:
+    """Recompute the report_slots / report_days rows of `slots` (None: all) from the facts."""
+    f = facts_t.c
+    run_names = [m[0] for m in RUN_MEASURES]
+    day_measures = RUN_MEASURES + MODEL_MEASURES
+    day_names = ["day", "harness", "run_model_key", "model_key", "outcome"] + [m[0] for m in day_measures]
+    day = (f.slot // SLOTS_PER_DAY).label("day")
+    day_group = [day, f.harness, sa.func.coalesce(f.run_model, "").label("run_model_key"), f.model_key, f.outcome]
+
+    def insert_slots(where: list[Any]) -> None:
+        conn.execute(sa.insert(slots_t).from_select(["slot"] + run_names, _rollup_select(RUN_MEASURES, [f.slot], where)))
+
+    def insert_days(where: list[Any]) -> None:
+        conn.execute(sa.insert(days_t).from_select(day_names, _rollup_select(day_measures, day_group, where)))
+
+    if slots is None:
+        conn.execute(sa.delete(slots_t))
+        conn.execute(sa.delete(days_t))
+        insert_slots([])
+        insert_days([])
+        return
+    ordered = sorted(slots)
+    for i in range(0, len(ordered), BATCH):
+        chunk = ordered[i:i + BATCH]
+        conn.execute(sa.delete(slots_t).where(slots_t.c.slot.in_(chunk)))
+        insert_slots([f.slot.in_(chunk)])
+    for d in sorted({s // SLOTS_PER_DAY for s in ordered}):
+        conn.execute(sa.delete(days_t).where(days_t.c.day == d))
+        insert_days([f.slot >= d * SLOTS_PER_DAY, f.slot < (d + 1) * SLOTS_PER_DAY])  # a PK range
+
+
+NOTIFY_AT = 10_000  # a full sync of more runs than this says so on stderr (it takes a while)
+
+
+def _full(conn: Any, builder: FactBuilder, notify: Callable[[str], None] | None) -> None:
     """Rebuild every fact, walking runs in key order (memory stays flat)."""
+    if notify is not None:
+        total = _count_runs(conn)
+        if total >= NOTIFY_AT:
+            notify(f"ledger: pricing {total:,} runs for reports ({builder.price_version}); "
+                   "this happens once, later reports reuse the estimates")
     conn.execute(sa.delete(facts_t))
     last: tuple[int, str] | None = None
     rk = sa.tuple_(runs_t.c.home_id, runs_t.c.run_id)
@@ -352,7 +413,7 @@ def _changed(conn: Any, since: datetime | None) -> tuple[list[tuple[int, str]], 
     return sorted(keys), checked
 
 
-def _reconcile(conn: Any, builder: FactBuilder) -> None:
+def _reconcile(conn: Any, builder: FactBuilder, touched: set[int]) -> None:
     """Both-way anti-join: runs without facts are built, facts without runs dropped."""
     r, f = runs_t.c, facts_t.c
     missing = [(h, rid) for h, rid in conn.execute(
@@ -360,7 +421,7 @@ def _reconcile(conn: Any, builder: FactBuilder) -> None:
     orphans = [(h, rid) for h, rid in conn.execute(
         sa.select(f.home_id, f.run_id).where(f.first == 1, ~sa.exists().where(
             r.home_id == f.home_id, r.run_id == f.run_id)))]
-    _rebuild(conn, builder, sorted(set(missing) | set(orphans)), reuse=True)
+    _rebuild(conn, builder, sorted(set(missing) | set(orphans)), touched)
     builder.stats.reconciled = True
 
 
@@ -373,7 +434,7 @@ def _count_fact_runs(conn: Any) -> int:
 
 
 def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: str | None = None,
-               full: bool = False) -> SyncStats:
+               full: bool = False, notify: Callable[[str], None] | None = None) -> SyncStats:
     """Bring report_facts up to date with runs/usage_streams, inside the caller's transaction."""
     import time
 
@@ -390,19 +451,24 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
     mark = state.get("synced_indexed_at")
     new_mark = high.isoformat() if high is not None else mark
     fact_runs = state.get("fact_runs")
+    touched: set[int] = set()
     if full or state.get("price_version") != pv or mark is None or fact_runs is None:
         stats.full = True
-        _full(conn, builder)
+        _full(conn, builder, notify)
     else:
         # nothing written since the last sync: only the unsettled runs need a look
         since = None if new_mark == mark else datetime.fromisoformat(mark) - MARGIN
         changed, stats.checked = _changed(conn, since)
-        _rebuild(conn, builder, changed, reuse=True)
+        _rebuild(conn, builder, changed, touched)
     if stats.full or stats.rebuilt or stats.removed:
         fact_runs = str(_count_fact_runs(conn))
     if _count_runs(conn) != int(fact_runs):
-        _reconcile(conn, builder)  # a run removed, or written with an older timestamp
+        _reconcile(conn, builder, touched)  # a run removed, or written with an older timestamp
         fact_runs = str(_count_fact_runs(conn))
+    if stats.full:
+        refresh_rollups(conn, None)
+    elif touched:
+        refresh_rollups(conn, touched)
     new_state = {"synced_indexed_at": new_mark, "price_version": pv, "fact_runs": fact_runs}
     if {k: state.get(k) for k in new_state} != new_state:
         _set_state(conn, new_state)
