@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_shard_is_the_two_characters_after_run_():
     assert shard_of("run_" + HEX) == "3f"
     assert shard_of("run_urn:uuid:" + HYPH) == "ur"
     assert shard_of("run_{" + HYPH + "}") == "{3"
-    assert run_dir(rk.Path("/h"), "run_" + HEX) == rk.Path("/h/runs/3f/run_" + HEX)
+    assert run_dir(Path("/h"), "run_" + HEX) == Path("/h/runs/3f/run_" + HEX)
 
 
 # --- selector resolution --------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import textwrap
 import threading
 import time
 import types
+from pathlib import Path
 
 import pytest
 
@@ -68,7 +70,6 @@ def test_publish_context_is_bound_by_sha256_and_bytes(home):
     m = publish_run(home, harness="claude", env={}, context=ctx)
     d = rk.record_dir(home, m.run_id)
     data = (d / "context.json").read_bytes()
-    import hashlib
     assert m.context == {"path": "context.json", "content_sha256": hashlib.sha256(data).hexdigest(),
                          "bytes": len(data)}
     assert json.loads(data) == {"schema_version": 1, "context": ctx}
@@ -395,7 +396,6 @@ def test_sigterm_to_a_real_capture_process_settles_interrupted(home):
         p.stdout.close()
         p.stderr.close()
     assert p.returncode != 0
-    from pathlib import Path
     assert terminal_of(Path(path))["outcome"] == "interrupted"
     assert read_run(path).state == "settled"
 
@@ -407,7 +407,6 @@ def test_process_exiting_without_settling_settles_failed(home):
         print(run.path, flush=True)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    from pathlib import Path
     path = Path(out.stdout.strip())
     assert terminal_of(path)["outcome"] == "failed"
     assert [e["text"] for e in rk.read_events(path)] == ["forgot to settle"]
