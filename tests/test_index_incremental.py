@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -32,9 +33,9 @@ def reads(monkeypatch):
         counts["manifest"] += 1
         return real_manifest(path)
 
-    def fold_events(path, state=None, offset=0):
+    def fold_events(path, state=None, offset=0, **kwargs):
         counts["fold"].append((os.path.basename(path), offset))
-        return real_fold(path, state, offset)
+        return real_fold(path, state, offset, **kwargs)
 
     monkeypatch.setattr(reader, "read_manifest", read_manifest)
     monkeypatch.setattr(reader, "fold_events", fold_events)
@@ -254,3 +255,34 @@ def test_sealed_shards_are_skipped_until_they_change(home, db_url, monkeypatch):
     assert cli("runs", "--json", "--all", "--db", db_url).stdout == records_runs_json(home)
     res = cli("index", "--full", "--db", db_url, "--json")
     assert res.exit_code == 0 and orjson.loads(res.stdout)["records_read"] == 0
+
+
+def test_events_file_created_after_the_stat_is_not_a_rewrite(home, db_url, monkeypatch):
+    """The writer thread creates/extends events.jsonl while the indexer works. What appears
+    after the indexer's stat is left for the next pass, never mistaken for a rewrite."""
+    from ledger.index.ops import index_homes
+    from ledger.records import RunCapture
+
+    run = RunCapture(home, harness="command")
+    run.events.close()  # no events.jsonl yet (nothing was emitted)
+    events = run.path / "events.jsonl"
+    if events.exists():
+        events.unlink()
+    real_fold = reader.fold_events
+
+    def fold_after_append(path, state=None, offset=0, **kwargs):
+        # the file appears between the indexer's stat and its read
+        if not events.exists():
+            events.write_bytes(b'{"schema_version":1,"seq":0,"observed_at":"2026-01-01T00:00:00Z","type":"text","text":"hi"}\n')
+        return real_fold(path, state, offset, **kwargs)
+
+    monkeypatch.setattr(reader, "fold_events", fold_after_append)
+    index_homes([home], db_url)
+    monkeypatch.setattr(reader, "fold_events", real_fold)
+    run.settle("completed")
+    index_homes([home], db_url)
+    result = cli("runs", "--json", "--all", "--db", db_url)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == records_runs_json(home)
+    (only,) = json.loads(result.stdout)
+    assert only["evidence_gaps"] == 0

@@ -585,7 +585,11 @@ class Indexer:
                 rewrites += 1  # shrank, replaced or prefix changed: re-read whole, flag it
                 self.summary.rewritten += 1
         if fold:
-            state, offset, torn = reader.fold_events(path, state, offset)
+            # only up to the size stat()ed with the cursor's signature: a file created or grown
+            # since (the writer thread appends while we work) is picked up by the next pass
+            # instead of being mistaken for a rewrite then
+            size = w.est.st_size if w.est is not None else 0
+            state, offset, torn = reader.fold_events(path, state, offset, size=size)
         assert state is not None
         # context binding: re-hash only when the context file changed
         ctx_ref = manifest.context

@@ -178,12 +178,17 @@ def read_provider_session(run_path: str) -> str | None:
     return sid if isinstance(sid, str) else None
 
 
-def fold_events(run_path: str, state: dict[str, Any] | None = None, offset: int = 0) -> tuple[dict[str, Any], int, bool]:
-    """Fold events.jsonl from `offset` into `state`; returns (state, offset, torn)."""
+def fold_events(run_path: str, state: dict[str, Any] | None = None, offset: int = 0, *,
+                size: int | None = None) -> tuple[dict[str, Any], int, bool]:
+    """Fold events.jsonl from `offset` into `state`; returns (state, offset, torn).
+
+    With `size`, bytes at or past that offset are not read: an indexer folds exactly up to
+    the size it stat()ed, so its cursor (signature + offset) describes one consistent file.
+    """
     state = new_state() if state is None else state
     path = os.path.join(run_path, EVENTS)
     try:
-        new_offset, torn = fold_file(path, state, offset)
+        new_offset, torn = fold_file(path, state, offset, size=size)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return state, offset, False  # no events (yet): nothing observed, not a gap
     except OSError as exc:
