@@ -440,3 +440,16 @@ def test_settled_run_reads_events_appended_after_terminal(home):
     snap = read_run(path)
     assert snap.outcome == "completed"
     assert_golden_usage(snap.usage)
+
+
+def test_loopflow_activity_and_account_events_are_known_not_gaps(tmp_path):
+    """Current Loopflow writes `activity` and `provider_account_selected` events: reading a
+    real Loopflow home must not count them as unknown-type gaps."""
+    from ledger.records.fold import fold_event, new_state
+
+    state = new_state()
+    fold_event(state, {"schema_version": 1, "seq": 0, "observed_at": "2026-01-01T00:00:00Z", "type": "activity"})
+    fold_event(state, {"schema_version": 1, "seq": 1, "observed_at": "2026-01-01T00:00:00Z",
+                       "type": "provider_account_selected", "account_id": "a"})
+    fold_event(state, {"schema_version": 1, "seq": 2, "observed_at": "2026-01-01T00:00:00Z", "type": "bogus"})
+    assert state["gaps"] == 1

@@ -11,6 +11,9 @@ EVENT_TYPES = frozenset({
     "provider_attempt_started", "provider_attempt_finished", "provider_session_observed",
     "handoff", "usage", "user_input", "conversation", "text", "tool_use", "result",
     "provider_output",
+    # Written by current Loopflow builds though not in the v1 table: known, carried no
+    # counters, so a real Loopflow home does not show them as evidence gaps.
+    "activity", "provider_account_selected",
 })
 INT_COUNTERS = (
     "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
