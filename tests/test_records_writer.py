@@ -570,3 +570,18 @@ def test_modes_dirs_0700_files_0600(home, umask):
             mode = stat.S_IMODE(os.lstat(os.path.join(dirpath, name)).st_mode)
             assert mode == 0o600, (dirpath, name, oct(mode))
     assert seen_files == 6  # manifest, context, events, terminal, provider-session, blob
+
+
+def test_sys_exit_zero_inside_capture_settles_completed_nonzero_failed(tmp_path):
+    import pytest as _pytest
+
+    from ledger.records import RunCapture, read_run
+
+    with _pytest.raises(SystemExit):
+        with RunCapture(tmp_path / "h", harness="command") as ok:
+            raise SystemExit(0)
+    with _pytest.raises(SystemExit):
+        with RunCapture(tmp_path / "h", harness="command") as bad:
+            raise SystemExit(3)
+    assert read_run(ok.path).outcome == "completed"
+    assert read_run(bad.path).outcome == "failed"

@@ -411,8 +411,8 @@ class RunCapture:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self.settled is not None:
             return
-        if exc_type is None:
-            self.settle("completed")
+        if exc_type is None or (issubclass(exc_type, SystemExit) and getattr(exc, "code", 1) in (0, None)):
+            self.settle("completed")  # sys.exit(0) inside the capture is a normal end
         elif issubclass(exc_type, (KeyboardInterrupt, Interrupted)):
             self.settle("interrupted")
         else:
