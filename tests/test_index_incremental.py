@@ -286,3 +286,37 @@ def test_events_file_created_after_the_stat_is_not_a_rewrite(home, db_url, monke
     assert result.stdout == records_runs_json(home)
     (only,) = json.loads(result.stdout)
     assert only["evidence_gaps"] == 0
+
+
+def test_sqlite_fast_insert_stores_exactly_what_core_would(home, tmp_path, monkeypatch):
+    """The SQLite bulk-insert fast path must store the same values, with the same SQLite
+    types, as SQLAlchemy Core's executemany (timestamps, booleans, NULLs included)."""
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    damaged_home(home)
+
+    def core_insert(conn, table, rows):
+        conn.execute(sa.insert(table), rows)
+
+    fast_url = f"sqlite:///{tmp_path / 'fast.sqlite'}"
+    core_url = f"sqlite:///{tmp_path / 'core.sqlite'}"
+    index_homes([home], fast_url)
+    monkeypatch.setattr(indexer_mod, "insert_rows", core_insert)
+    index_homes([home], core_url)
+
+    volatile = {"indexed_at", "added_at", "last_indexed_at"}
+
+    def dump(path):
+        db = sqlite3.connect(path)
+        out = {}
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'alembic%' "
+                                   "AND name NOT IN ('ledger_meta', 'index_shards')"):
+            cols = [r[1] for r in db.execute(f'PRAGMA table_info("{table}")') if r[1] not in volatile]
+            sel = ", ".join(f'"{c}", typeof("{c}")' for c in cols)
+            out[table] = sorted(map(repr, db.execute(f'SELECT {sel} FROM "{table}"')))
+        return out
+
+    fast, core = dump(tmp_path / "fast.sqlite"), dump(tmp_path / "core.sqlite")
+    assert fast["runs"] and fast == core

@@ -191,6 +191,46 @@ def _prefix(path: str, n: int) -> str | None:
         return "-"
 
 
+def _sqlite_datetime(v: Any) -> Any:
+    # SQLAlchemy's SQLite DateTime storage format (tested equal to the Core path)
+    return None if v is None else v.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _sqlite_bool(v: Any) -> Any:
+    return None if v is None else int(bool(v))
+
+
+_INSERT_PLANS: dict[str, tuple[str, list[tuple[str, Any]]]] = {}
+
+
+def insert_rows(conn: Any, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """Bulk insert. On SQLite straight through the driver's executemany with the values
+    converted as SQLAlchemy would store them: the per-row parameter processing of Core was
+    the largest cost of a cold index. Other databases use Core's executemany."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(sa.insert(table), rows)
+        return
+    plan = _INSERT_PLANS.get(table.name)
+    if plan is None:
+        cols = []
+        for col in table.columns:
+            if isinstance(col.type, sa.DateTime):
+                conv = _sqlite_datetime
+            elif isinstance(col.type, sa.Boolean):
+                conv = _sqlite_bool
+            else:
+                conv = None
+            cols.append((col.name, conv))
+        sql = (f'INSERT INTO "{table.name}" ({", ".join(chr(34) + n + chr(34) for n, _ in cols)}) '
+               f'VALUES ({", ".join("?" for _ in cols)})')
+        plan = _INSERT_PLANS[table.name] = (sql, cols)
+    sql, cols = plan
+    # columns a row does not name get their server/ORM default: none of ours has one but
+    # NULL, which is what .get() gives
+    params = [tuple(r.get(n) if conv is None else conv(r.get(n)) for n, conv in cols) for r in rows]
+    conn.connection.driver_connection.cursor().executemany(sql, params)
+
+
 def _plain(row: Any) -> Any:
     """A cursor row as a picklable namespace (attribute access like the Row)."""
     if row is None:
@@ -545,7 +585,7 @@ class Indexer:
             for table in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t):
                 rows = out[table.name]
                 if rows:
-                    conn.execute(sa.insert(table), rows)
+                    insert_rows(conn, table, rows)
 
     def _cursor_row(self, home_id: int, w: _Work, now: Any, *, status: str, problem: tuple[str, str] | None = None,
                     settled: bool = False, files_sig: str | None = None, context_sig: str | None = None,

@@ -364,7 +364,7 @@ def _top_runs(q: ReportQuery, conds: list[Any]) -> Any:
 def _source(q: ReportQuery) -> str:
     """Which table answers `q`: a rollup when its dimensions cover the query, else the facts."""
     used = {k for k, v in q.filters.items() if v}
-    if q.is_time and not q.breakdown and not used:
+    if q.is_time and not used:
         return "slots"
     if q.kind in ("model", "harness") and used <= {"harness", "outcome"}:
         return "days"
@@ -433,7 +433,9 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
 
 
 def _collect_slots(conn: Any, q: ReportQuery, start: int | None, end: int | None) -> _Collector | None:
-    """Time reports without filters: report_slots, one row per 15-minute slot."""
+    """Time reports without filters: report_slots (one row per 15-minute slot and model),
+    grouped in SQL by the largest multiple of the slot that every bucket boundary is on
+    (a UTC day, an hour, half an hour...), then mapped to the buckets."""
     t = slots_t
     conds = []
     if start is not None:
@@ -445,18 +447,21 @@ def _collect_slots(conn: Any, q: ReportQuery, start: int | None, end: int | None
         return None
     if slot_size != SLOT_SECONDS or any(b is not None and b % SLOT_SECONDS for b in (start, end)):
         return _collect_facts(conn, q, _time_conds(start, end))  # a zone off the 15-minute grid
-    col = _Collector(q)
-    stmt = sa.select(t.c.slot, *_run_aggregates(q, t)).where(*conds).group_by(t.c.slot)
-    labels: dict[int, Any] = {}
+    k = buckets.slot // SLOT_SECONDS
+    group = t.c.slot // k if k > 1 else t.c.slot
+    cols: list[Any] = [group]
+    groups: list[Any] = [group]
+    if q.breakdown:
+        cols.append(t.c.model_key)
+        groups.append(t.c.model_key)
+    cols += _run_aggregates(q, t)
+    if q.breakdown:
+        cols += _model_aggregates(q, t)
+    stmt = sa.select(*cols).where(*conds).group_by(*groups)
+    width = k * SLOT_SECONDS
     label_of = buckets.label_of_epoch
-
-    def key_of(slot: int) -> Any:
-        k = labels.get(slot)
-        if k is None:
-            k = labels[slot] = label_of(int(slot) * SLOT_SECONDS)
-        return k
-
-    col.add(conn.execute(stmt).fetchall(), key_of)
+    col = _Collector(q)
+    col.add(conn.execute(stmt).fetchall(), lambda g: label_of(int(g) * width), _none_if_empty)
     return col
 
 

@@ -144,11 +144,13 @@ def _measures(cls: type, measures: tuple) -> None:
 
 
 class ReportSlot(Base):
-    """Every measure per 15-minute UTC slot: `daily` / `weekly` / `monthly` in any zone."""
+    """Every measure per 15-minute UTC slot and model: `daily` / `weekly` / `monthly` (with
+    or without --breakdown) in any zone."""
 
     __tablename__ = "report_slots"
 
     slot: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    model_key: Mapped[str] = mapped_column(Text, primary_key=True)
 
 
 class ReportDay(Base):
@@ -165,7 +167,7 @@ class ReportDay(Base):
     outcome: Mapped[str] = mapped_column(Text, primary_key=True)
 
 
-_measures(ReportSlot, RUN_MEASURES)
+_measures(ReportSlot, RUN_MEASURES + MODEL_MEASURES)
 _measures(ReportDay, RUN_MEASURES + MODEL_MEASURES)
 
 

@@ -7,11 +7,11 @@ write transaction:
    the facts were priced with) or nothing was synced yet, every run is rebuilt.
 2. Otherwise the candidates are: runs written by the indexer since the last sync
    (`runs.indexed_at` >= the last sync's high-water mark minus MARGIN, through
-   `ix_runs_indexed_at`; index passes are serialised, so their timestamps grow in commit
-   order, and the margin absorbs clock jitter between machines sharing a PostgreSQL
-   index), every unsettled run (the indexer updates their liveness in place, without a
-   new timestamp), and every run our facts still hold as unsettled. One set-based query
-   per kind compares each candidate's (indexed_at, state) with its facts'.
+   `ix_runs_indexed_at`, skipped when nothing was written; index passes are serialised, so
+   their timestamps grow in commit order, and the margin absorbs clock jitter between
+   machines sharing a PostgreSQL index), and the runs the facts hold as running (the
+   indexer turns running into abandoned in place, without a new timestamp). One
+   set-based query each compares a candidate's (indexed_at, state) with its facts'.
 3. Then the number of runs must equal the number of runs in the facts (kept in
    report_state, recounted only after a change); if not (a run was removed, or written
    with an older timestamp), a full anti-join reconciles both ways.
@@ -314,14 +314,15 @@ def _rollup_select(measures: tuple, group: list[Any], where: list[Any]) -> Any:
 def refresh_rollups(conn: Any, slots: set[int] | None) -> None:
     """Recompute the report_slots / report_days rows of `slots` (None: all) from the facts."""
     f = facts_t.c
-    run_names = [m[0] for m in RUN_MEASURES]
     day_measures = RUN_MEASURES + MODEL_MEASURES
     day_names = ["day", "harness", "run_model_key", "model_key", "outcome"] + [m[0] for m in day_measures]
     day = (f.slot // SLOTS_PER_DAY).label("day")
     day_group = [day, f.harness, sa.func.coalesce(f.run_model, "").label("run_model_key"), f.model_key, f.outcome]
 
     def insert_slots(where: list[Any]) -> None:
-        conn.execute(sa.insert(slots_t).from_select(["slot"] + run_names, _rollup_select(RUN_MEASURES, [f.slot], where)))
+        conn.execute(sa.insert(slots_t).from_select(
+            ["slot", "model_key"] + [m[0] for m in day_measures],
+            _rollup_select(day_measures, [f.slot, f.model_key], where)))
 
     def insert_days(where: list[Any]) -> None:
         conn.execute(sa.insert(days_t).from_select(day_names, _rollup_select(day_measures, day_group, where)))
@@ -379,37 +380,28 @@ def _full(conn: Any, builder: FactBuilder, notify: Callable[[str], None] | None)
 
 def _changed(conn: Any, since: datetime | None) -> tuple[list[tuple[int, str]], int]:
     """Runs whose row differs from what their facts were built from, among the candidates:
-    runs written since `since` (None: nothing was written), unsettled runs, and runs the
-    facts hold as unsettled.
-    Returns (changed keys, candidates checked). Set-based: one indexed query per kind."""
+    runs written since `since` (None: nothing was written since the last sync) and runs
+    the facts hold as running (the indexer turns running into abandoned in place, without
+    a new timestamp; an abandoned run stays abandoned until its record changes).
+    Returns (changed keys, candidates checked). Set-based: one indexed query each."""
     r, f = runs_t.c, facts_t.c
-    join = sa.and_(f.home_id == r.home_id, f.run_id == r.run_id, f.first == 1)
-    differs = sa.or_(f.run_id.is_(None), f.indexed_at != r.indexed_at, f.state != r.state)
     keys: set[tuple[int, str]] = set()
     checked = 0
-
-    def collect(where: Any) -> None:
-        nonlocal checked
-        q = (sa.select(r.home_id, r.run_id, differs.label("differs"))
-             .select_from(runs_t.outerjoin(facts_t, join)).where(where))
+    differs = sa.or_(f.run_id.is_(None), r.run_id.is_(None), f.indexed_at != r.indexed_at, f.state != r.state,
+                     sa.cast(r.settled, sa.Integer) != f.settled)
+    queries = []
+    if since is not None:
+        join = sa.and_(f.home_id == r.home_id, f.run_id == r.run_id, f.first == 1)
+        queries.append(sa.select(r.home_id, r.run_id, differs).select_from(runs_t.outerjoin(facts_t, join))
+                       .where(r.indexed_at >= since))
+    join = sa.and_(r.home_id == f.home_id, r.run_id == f.run_id)
+    queries.append(sa.select(f.home_id, f.run_id, differs).select_from(facts_t.outerjoin(runs_t, join))
+                   .where(f.settled == 0, f.first == 1, f.state != "abandoned"))
+    for q in queries:
         for h, rid, d in conn.execute(q):
             checked += 1
             if d:
                 keys.add((h, rid))
-
-    if since is not None:
-        collect(r.indexed_at >= since)
-    for (home_id,) in conn.execute(sa.select(homes_t.c.home_id)).fetchall():
-        collect(sa.and_(r.home_id == home_id, r.settled == sa.false()))  # ix_runs_home_id_settled
-    # facts of runs that were unsettled (settled since, or gone)
-    q = (sa.select(f.home_id, f.run_id, sa.or_(r.run_id.is_(None), r.settled == sa.true(),
-                                                f.indexed_at != r.indexed_at).label("differs"))
-         .select_from(facts_t.outerjoin(runs_t, sa.and_(r.home_id == f.home_id, r.run_id == f.run_id)))
-         .where(f.settled == 0, f.first == 1))
-    for h, rid, d in conn.execute(q):
-        checked += 1
-        if d:
-            keys.add((h, rid))
     return sorted(keys), checked
 
 
@@ -456,7 +448,7 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         stats.full = True
         _full(conn, builder, notify)
     else:
-        # nothing written since the last sync: only the unsettled runs need a look
+        # nothing written since the last sync: only the running runs need a look
         since = None if new_mark == mark else datetime.fromisoformat(mark) - MARGIN
         changed, stats.checked = _changed(conn, since)
         _rebuild(conn, builder, changed, touched)
