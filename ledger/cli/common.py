@@ -84,13 +84,17 @@ def print_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> None:
 
 def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str | None = None,
                 footer: Sequence[Any] | None = None) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, show_footer=footer is not None)
+    table = Table(title=title, show_footer=footer is not None, box=box.SIMPLE_HEAD, pad_edge=False)
+    last = len(header) - 1
     for i, h in enumerate(header):
+        # one line per row: narrow terminals cut cells with an ellipsis (the last column folds)
         table.add_column(h, footer="" if footer is None else ("" if footer[i] is None else str(footer[i])),
-                         overflow="fold")
+                         overflow="fold" if i == last else "ellipsis", no_wrap=i != last,
+                         min_width=min(len(h), 8))
     for row in rows:
         table.add_row(*["—" if v is None else str(v) for v in row])
     Console().print(table)

@@ -11,14 +11,18 @@ from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_fo
 RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects")
 
 
-TABLE_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "in", "out", "cost $", "gaps", "subjects")
+TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "in", "out", "cost $", "gaps", "subjects")
 
 
 def _short(row: list) -> list:
-    """People read the table: a 12-character id prefix and minute-precision UTC time."""
+    """People read the table: a 12-character id prefix, minute-precision UTC time, and the
+    liveness (running / abandoned) in place of the outcome an unsettled run does not have."""
     row = list(row)
     row[0] = row[0][:12]
     row[1] = (row[1] or "")[:16].replace("T", " ")
+    if row[4] is None:
+        row[4] = row[5]
+    del row[5]
     return row
 
 

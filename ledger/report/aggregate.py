@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from ledger.index.models import RunSubject
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
+from ledger.report.sync import keys_in
 from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot
 
 KINDS = ("daily", "weekly", "monthly", "run", "session", "model", "harness", "skill", "subject", "repo", "host")
@@ -405,7 +406,6 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     import time
 
     t0 = time.perf_counter()
-    f = facts_t.c
     start, end = time_bounds(q)
     conds = _time_conds(start, end) + _filter_conds(q)
     source = source or _source(q)
@@ -418,18 +418,26 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     if col is None:  # a time report without data
         return _finish(q, {}, Agg(), conn, conds, t0)
     groups = col.groups
-    if q.evaluation:
-        _medians(conn, q, conds, groups)
     totals = Agg()
     if q.kind == "subject" or (q.kind == "run" and q.limit is not None):
-        # a run with several subjects is in several groups; --limit drops runs
-        totals.add(conn.execute(sa.select(*_run_aggregates(q)).select_from(facts_t).where(*conds)).one())
+        # a run with several subjects is in several groups; --limit leaves runs out
+        totals.add(conn.execute(_totals_stmt(q, start, end, conds)).one())
     else:
         for agg in groups.values():
             totals.merge(agg)
     if q.evaluation:
-        _medians(conn, q, conds, {None: totals}, totals_only=True)
+        _medians(conn, q, conds, groups, totals)
     return _finish(q, groups, totals, conn, conds, t0, col.info)
+
+
+def _totals_stmt(q: ReportQuery, start: int | None, end: int | None, conds: list[Any]) -> Any:
+    """Every matching run once: from report_slots when nothing but time filters the runs."""
+    if not any(q.filters.values()) and all(b is None or b % SLOT_SECONDS == 0 for b in (start, end)):
+        t = slots_t
+        tconds = [] if start is None else [t.c.slot >= start // SLOT_SECONDS]
+        tconds += [] if end is None else [t.c.slot < end // SLOT_SECONDS]
+        return sa.select(*_run_aggregates(q, t)).where(*tconds)
+    return sa.select(*_run_aggregates(q)).select_from(facts_t).where(*conds)
 
 
 def _collect_slots(conn: Any, q: ReportQuery, start: int | None, end: int | None) -> _Collector | None:
@@ -523,8 +531,6 @@ def _facts_stmt(q: ReportQuery, conds: list[Any], slot_size: int = SLOT_SECONDS)
         cols += _model_aggregates(q)
     if q.kind == "run":
         cols += _run_extra()
-        if q.limit is not None:
-            conds = conds + [sa.tuple_(f.home_id, f.run_id).in_(_top_runs(q, conds))]
     return sa.select(*cols).select_from(src).where(*conds).group_by(*group)
 
 
@@ -535,7 +541,14 @@ def _run_extra() -> list[Any]:
 
 
 def _collect_facts(conn: Any, q: ReportQuery, conds: list[Any]) -> _Collector | None:
+    f = facts_t.c
     col = _Collector(q, n_extra=len(_run_extra()) if q.kind == "run" else 0)
+    if q.kind == "run" and q.limit is not None:
+        # the top N runs first (one ordered scan of the first rows), then only their rows
+        keys = [tuple(k) for k in conn.execute(_top_runs(q, conds)).fetchall()]
+        if keys:
+            col.add(conn.execute(_facts_stmt(q, [keys_in(f.home_id, f.run_id, keys)])).fetchall())
+        return col
     if not q.is_time:
         col.add(conn.execute(_facts_stmt(q, conds)).fetchall())
         return col
@@ -555,26 +568,34 @@ def _collect_facts(conn: Any, q: ReportQuery, conds: list[Any]) -> _Collector | 
     return col
 
 
-def _medians(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg], totals_only: bool = False) -> None:
+def _medians(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg], totals: Agg) -> None:
+    """Per group and overall: the known run costs and the durations, for the medians."""
     f = facts_t.c
     run_cost, _ = _cost_columns(q)
-    if totals_only:
-        stmt = sa.select(sa.literal(None), run_cost, f.duration_ms).where(f.first == 1, *conds)
-    elif q.kind == "subject":
+    src: Any = facts_t
+    key = _key_column(q, SLOT_SECONDS)
+    if q.kind == "subject":
         s = subjects_t.c
-        stmt = (sa.select(s.selector, run_cost, f.duration_ms)
-                .select_from(facts_t.outerjoin(subjects_t, sa.and_(s.home_id == f.home_id, s.run_id == f.run_id)))
-                .where(f.first == 1, *conds))
+        src = facts_t.outerjoin(subjects_t, sa.and_(s.home_id == f.home_id, s.run_id == f.run_id))
+        stmt = sa.select(key, run_cost, f.duration_ms, f.home_id, f.run_id)
     else:
-        stmt = sa.select(_key_column(q, SLOT_SECONDS), run_cost, f.duration_ms).where(f.first == 1, *conds)
-    for k, cost, dur in conn.execute(stmt):
+        stmt = sa.select(key, run_cost, f.duration_ms)
+    seen: set[tuple[int, str]] = set()
+    for row in conn.execute(stmt.select_from(src).where(f.first == 1, *conds)):
+        k, cost, dur = row[0], row[1], row[2]
         agg = groups.get(k)
-        if agg is None:
-            continue
-        if cost is not None:
-            agg.costs.append(float(cost))
-        if dur is not None:
-            agg.durations.append(int(dur))
+        once = True
+        if q.kind == "subject":  # a run with several subjects counts once in the totals
+            rk = (row[3], row[4])
+            once = rk not in seen
+            seen.add(rk)
+        for target in ((agg, totals) if once else (agg,)):
+            if target is None:
+                continue
+            if cost is not None:
+                target.costs.append(float(cost))
+            if dur is not None:
+                target.durations.append(int(dur))
 
 
 def _sort_rows(q: ReportQuery, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

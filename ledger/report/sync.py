@@ -232,6 +232,15 @@ def _fingerprint(streams: Iterable[Any]) -> int:
 # --------------------------------------------------------------------------------------
 
 
+def keys_in(home_col: Any, run_col: Any, keys: Iterable[tuple[int, str]]) -> Any:
+    """(home_id, run_id) IN keys, written so both SQLite and PostgreSQL search the key index
+    (SQLite scans the table for a row-value IN list)."""
+    by_home: dict[int, list[str]] = {}
+    for h, rid in keys:
+        by_home.setdefault(h, []).append(rid)
+    return sa.or_(*(sa.and_(home_col == h, run_col.in_(rids)) for h, rids in sorted(by_home.items())))
+
+
 def _get_state(conn: Any) -> dict[str, str | None]:
     return {k: v for k, v in conn.execute(sa.select(state_t.c.key, state_t.c.value))}
 
@@ -244,16 +253,14 @@ def _set_state(conn: Any, values: Mapping[str, str | None]) -> None:
 def _load_runs(conn: Any, keys: Sequence[tuple[int, str]]) -> list[Any]:
     if not keys:
         return []
-    key = sa.tuple_(runs_t.c.home_id, runs_t.c.run_id)
-    return list(conn.execute(sa.select(*_RUN_COLS).where(key.in_(keys))))
+    return list(conn.execute(sa.select(*_RUN_COLS).where(keys_in(runs_t.c.home_id, runs_t.c.run_id, keys))))
 
 
 def _load_streams(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], list[Any]]:
     out: dict[tuple[int, str], list[Any]] = {}
     if not keys:
         return out
-    key = sa.tuple_(streams_t.c.home_id, streams_t.c.run_id)
-    for st in conn.execute(sa.select(*_STREAM_COLS).where(key.in_(keys))):
+    for st in conn.execute(sa.select(*_STREAM_COLS).where(keys_in(streams_t.c.home_id, streams_t.c.run_id, keys))):
         out.setdefault((st.home_id, st.run_id), []).append(st)
     return out
 
@@ -267,7 +274,7 @@ def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int]
         return out
     f = facts_t.c
     q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced,
-                  f.slot).where(sa.tuple_(f.home_id, f.run_id).in_(keys))
+                  f.slot).where(keys_in(f.home_id, f.run_id, keys))
     for r in conn.execute(q):
         out.setdefault((r.home_id, r.run_id), {})[r.model_key] = (r.usage_fingerprint, r.cost_estimated, r.unpriced)
         touched.add(r.slot)
@@ -276,7 +283,7 @@ def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int]
 
 def _delete_facts(conn: Any, keys: Sequence[tuple[int, str]]) -> None:
     if keys:
-        conn.execute(sa.delete(facts_t).where(sa.tuple_(facts_t.c.home_id, facts_t.c.run_id).in_(keys)))
+        conn.execute(sa.delete(facts_t).where(keys_in(facts_t.c.home_id, facts_t.c.run_id, keys)))
 
 
 def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], touched: set[int]) -> None:
@@ -355,21 +362,18 @@ def _full(conn: Any, builder: FactBuilder, notify: Callable[[str], None] | None)
                    "this happens once, later reports reuse the estimates")
     conn.execute(sa.delete(facts_t))
     last: tuple[int, str] | None = None
-    rk = sa.tuple_(runs_t.c.home_id, runs_t.c.run_id)
+    r, sc = runs_t.c, streams_t.c
     while True:
-        q = sa.select(*_RUN_COLS).order_by(runs_t.c.home_id, runs_t.c.run_id).limit(BATCH)
-        if last is not None:
-            q = q.where(rk > sa.tuple_(sa.literal(last[0]), sa.literal(last[1])))
+        q = sa.select(*_RUN_COLS).order_by(r.home_id, r.run_id).limit(BATCH)
+        if last is not None:  # keyset pagination (spelled out: SQLite scans for row values)
+            q = q.where(sa.or_(r.home_id > last[0], sa.and_(r.home_id == last[0], r.run_id > last[1])))
         runs = list(conn.execute(q))
         if not runs:
             break
-        first = (runs[0].home_id, runs[0].run_id)
         last = (runs[-1].home_id, runs[-1].run_id)
-        sk = sa.tuple_(streams_t.c.home_id, streams_t.c.run_id)
         streams: dict[tuple[int, str], list[Any]] = {}
         for st in conn.execute(sa.select(*_STREAM_COLS).where(
-                sk >= sa.tuple_(sa.literal(first[0]), sa.literal(first[1])),
-                sk <= sa.tuple_(sa.literal(last[0]), sa.literal(last[1])))):
+                keys_in(sc.home_id, sc.run_id, [(x.home_id, x.run_id) for x in runs]))):
             streams.setdefault((st.home_id, st.run_id), []).append(st)
         rows: list[dict[str, Any]] = []
         for run in runs:
