@@ -91,7 +91,10 @@ def _mem_child(home: str, url: str, q: "mp.Queue") -> None:
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     index_homes([home], url)
-    q.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+    # the indexer's worker processes (forked from this one) count too: the larger peak
+    after = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    q.put(after - before)
 
 
 def peak_kib(home: Path, url: str) -> int:
@@ -139,14 +142,16 @@ def main(argv: list[str]) -> int:
         time.sleep(wait)
     url = f"sqlite:///{base / 'bench.sqlite'}"
     floor(home)  # warm the page cache for everyone
-    t_floor, lines = floor(home)
+    t_floor, lines = min(floor(home) for _ in range(3))  # best of 3: the machine is shared
     from ledger.records.reader import scan
 
     t = time.perf_counter()
     for _ in scan(home):
         pass
     t_reader = time.perf_counter() - t
-    t_cold, s_cold = timed_index(home, url)
+    t_cold, s_cold = timed_index(home, f"sqlite:///{base / 'cold-1.sqlite'}")
+    t_cold2, _ = timed_index(home, url)  # best of 2 cold builds (fresh files)
+    t_cold = min(t_cold, t_cold2)
     t_none = min(timed_index(home, url)[0] for _ in range(3))
     t_full = min(timed_index(home, url, full=True)[0] for _ in range(3))
     from ledger.records.reader import iter_run_dirs

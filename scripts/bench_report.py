@@ -209,8 +209,11 @@ def main(argv: list[str]) -> int:
             ("`report harness`", ReportQuery(kind="harness"), False),
             ("`report daily --since` (last 30 days)", ReportQuery(
                 kind="daily", since=(START + timedelta(days=335)).date()), False),
+            ("`report daily --harness codex` (a filter: no rollup)", ReportQuery(
+                kind="daily", filters={"harness": ["codex"]}), False),
             ("`report run --limit 10` (top 10 runs)", ReportQuery(kind="run", limit=10), False),
             ("`report skill` (evaluation view, medians)", ReportQuery(kind="skill"), False),
+            ("`report subject --limit 10` (evaluation view, 5,000 subjects)", ReportQuery(kind="subject", limit=10), False),
         ]
         for name, q, required in cases:
             secs, rep = best_of(lambda q=q: service.query(url, q))

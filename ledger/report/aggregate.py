@@ -36,7 +36,7 @@ facts_t = ReportFact.__table__
 slots_t = ReportSlot.__table__
 days_t = ReportDay.__table__
 subjects_t = RunSubject.__table__
-_KEY_COLUMNS = {"run": "run_id", "session": "session", "model": "run_model", "harness": "harness", "skill": "skill",
+_KEY_COLUMNS = {"run": "run_id", "session": "session", "subject": "subject", "model": "run_model", "harness": "harness", "skill": "skill",
                 "repo": "repo", "host": "host"}
 
 
@@ -294,10 +294,11 @@ def _filter_conds(q: ReportQuery) -> list[Any]:
             conds.append(_match(col, flt[name]))
     if flt.get("model"):
         conds.append(_models_match(flt["model"]))
-    if flt.get("subject"):
-        s = subjects_t.c
-        conds.append(sa.exists().where(s.home_id == f.home_id, s.run_id == f.run_id,
-                                       _match(s.selector, flt["subject"])))
+    if flt.get("subject"):  # the first subject is on the row; look further only for runs with more
+        s = subjects_t.alias("more_subjects").c
+        more = sa.exists().where(s.home_id == f.home_id, s.run_id == f.run_id, s.position >= 1,
+                                 _match(s.selector, flt["subject"])).correlate(facts_t)
+        conds.append(sa.or_(_match(f.subject, flt["subject"]), sa.and_(f.subjects_n > 1, more)))
     return conds
 
 
@@ -332,8 +333,6 @@ def _key_column(q: ReportQuery, slot_size: int) -> Any:
     f = facts_t.c
     if q.is_time:
         return f.slot if slot_size == SLOT_SECONDS else f.created_s // slot_size
-    if q.kind == "subject":
-        return subjects_t.c.selector
     return f[_KEY_COLUMNS[q.kind]]
 
 
@@ -511,18 +510,15 @@ def _collect_days(conn: Any, q: ReportQuery, start: int | None, end: int | None)
     return col
 
 
-def _facts_stmt(q: ReportQuery, conds: list[Any], slot_size: int = SLOT_SECONDS) -> Any:
-    """GROUP BY key (, model) over report_facts; `report run` adds the run's own fields."""
+def _facts_stmt(q: ReportQuery, conds: list[Any], slot_size: int = SLOT_SECONDS, per_run: bool = False) -> Any:
+    """[key, (model), run vector, (model vector), extras] over report_facts, GROUP BY key.
+
+    `report run` groups by run and adds the run's own fields; `per_run` groups by run with
+    the key home_id and the run_id last (to attribute runs to their further subjects)."""
     f = facts_t.c
-    key = _key_column(q, slot_size)
-    src: Any = facts_t
-    if q.kind == "subject":
-        s = subjects_t.c
-        src = facts_t.outerjoin(subjects_t, sa.and_(s.home_id == f.home_id, s.run_id == f.run_id))
+    key = f.home_id if per_run else _key_column(q, slot_size)
+    group: list[Any] = [f.home_id, f.run_id] if per_run or q.kind == "run" else [key]
     cols: list[Any] = [key]
-    group: list[Any] = [key]
-    if q.kind == "run":
-        group = [f.home_id, f.run_id]
     if q.breakdown:
         cols.append(f.model)
         group.append(f.model)
@@ -531,7 +527,31 @@ def _facts_stmt(q: ReportQuery, conds: list[Any], slot_size: int = SLOT_SECONDS)
         cols += _model_aggregates(q)
     if q.kind == "run":
         cols += _run_extra()
-    return sa.select(*cols).select_from(src).where(*conds).group_by(*group)
+    if per_run:
+        cols.append(f.run_id)
+    return sa.select(*cols).where(*conds).group_by(*group)
+
+
+def _more_subjects(conn: Any) -> dict[tuple[int, str], list[str]]:
+    """The second, third... subjects of runs (report_facts holds each run's first)."""
+    s = subjects_t.c
+    out: dict[tuple[int, str], list[str]] = {}
+    for h, rid, sel in conn.execute(sa.select(s.home_id, s.run_id, s.selector).where(s.position >= 1)):
+        out.setdefault((h, rid), []).append(sel)
+    return out
+
+
+def _add_more_subjects(conn: Any, q: ReportQuery, conds: list[Any], col: _Collector) -> None:
+    """A run with several subjects counts in each of their rows."""
+    f = facts_t.c
+    more = _more_subjects(conn)
+    keys = sorted(more)
+    for i in range(0, len(keys), 1000):
+        chunk = keys[i:i + 1000]
+        stmt = _facts_stmt(q, [keys_in(f.home_id, f.run_id, chunk), *conds], per_run=True)
+        for row in conn.execute(stmt).fetchall():
+            run_key = (row[0], row[-1])
+            col.add([(sel,) + tuple(row[1:-1]) for sel in more[run_key]])
 
 
 def _run_extra() -> list[Any]:
@@ -551,6 +571,8 @@ def _collect_facts(conn: Any, q: ReportQuery, conds: list[Any]) -> _Collector | 
         return col
     if not q.is_time:
         col.add(conn.execute(_facts_stmt(q, conds)).fetchall())
+        if q.kind == "subject":
+            _add_more_subjects(conn, q, conds, col)
         return col
     slot_size, buckets = _time_buckets(q, conn, facts_t, conds)
     if buckets is None:
@@ -572,24 +594,13 @@ def _medians(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg]
     """Per group and overall: the known run costs and the durations, for the medians."""
     f = facts_t.c
     run_cost, _ = _cost_columns(q)
-    src: Any = facts_t
-    key = _key_column(q, SLOT_SECONDS)
-    if q.kind == "subject":
-        s = subjects_t.c
-        src = facts_t.outerjoin(subjects_t, sa.and_(s.home_id == f.home_id, s.run_id == f.run_id))
-        stmt = sa.select(key, run_cost, f.duration_ms, f.home_id, f.run_id)
-    else:
-        stmt = sa.select(key, run_cost, f.duration_ms)
-    seen: set[tuple[int, str]] = set()
-    for row in conn.execute(stmt.select_from(src).where(f.first == 1, *conds)):
-        k, cost, dur = row[0], row[1], row[2]
-        agg = groups.get(k)
-        once = True
-        if q.kind == "subject":  # a run with several subjects counts once in the totals
-            rk = (row[3], row[4])
-            once = rk not in seen
-            seen.add(rk)
-        for target in ((agg, totals) if once else (agg,)):
+    more = _more_subjects(conn) if q.kind == "subject" else {}
+    stmt = sa.select(_key_column(q, SLOT_SECONDS), run_cost, f.duration_ms, f.home_id, f.run_id).where(
+        f.first == 1, *conds)
+    for k, cost, dur, h, rid in conn.execute(stmt):
+        # a run's further subjects: its figures count there too (once in the totals)
+        targets = [groups.get(k), totals] + [groups.get(sel) for sel in more.get((h, rid), ())]
+        for target in targets:
             if target is None:
                 continue
             if cost is not None:

@@ -58,6 +58,8 @@ class ReportFact(Base):
     repo: Mapped[str | None] = mapped_column(Text)
     host: Mapped[str | None] = mapped_column(Text)
     session: Mapped[str | None] = mapped_column(Text)
+    subject: Mapped[str | None] = mapped_column(Text)  # the first subject; more in `subjects` (index)
+    subjects_n: Mapped[int] = mapped_column(SmallInteger)
     outcome: Mapped[str] = mapped_column(Text)  # completed|failed|interrupted|abandoned|running|unknown
     # run-level facts, on the first row only (0 / NULL elsewhere)
     failed: Mapped[int] = mapped_column(SmallInteger)
@@ -85,9 +87,10 @@ class ReportFact(Base):
     unpriced: Mapped[str | None] = mapped_column(Text)  # why the estimate of this model is unknown
 
     __table_args__ = (
-        # by run (sync, joins): all three columns so the planner never prefers a weaker index
-        Index("ix_report_facts_home_id_run_id_first", "home_id", "run_id", "first"),
-        Index("ix_report_facts_settled_first", "settled", "first"),
+        # by run (sync, joins). Not including `first`: SQLite would then scan this index
+        # (and look every row up) for `WHERE first = 1` instead of scanning the table
+        Index("ix_report_facts_home_id_run_id", "home_id", "run_id"),
+        Index("ix_report_facts_settled_state", "settled", "state"),  # the sync's running runs
         Index("ix_report_facts_unpriced", "unpriced"),
         {"sqlite_with_rowid": False},
     )

@@ -142,6 +142,7 @@ def _count(d: dict[str, Any], name: str) -> str:
 
 
 def print_table(report: Report, console: Any = None) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -152,7 +153,7 @@ def print_table(report: Report, console: Any = None) -> None:
     if q.since or q.until:
         title += f", {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
     title += f", cost {q.cost})"
-    table = Table(title=title, title_justify="left", pad_edge=False, box=None if console.width < 80 else None)
+    table = Table(title=title, title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
     for i, (name, _) in enumerate(cols):
         table.add_column(name, justify="left" if i == 0 or name in ("basis", "started", "model") else "right",
                          overflow="fold", no_wrap=i != 0)

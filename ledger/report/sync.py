@@ -74,6 +74,7 @@ class SyncStats:
     reused_estimates: int = 0
     removed: int = 0
     reconciled: bool = False
+    fact_runs_delta: int = 0  # runs gained (lost) by report_facts in an incremental sync
     seconds: float = 0.0
 
 
@@ -127,10 +128,11 @@ class FactBuilder:
             self.stats.priced_streams += 1
         return hit
 
-    def rows(self, run: Any, streams: Sequence[Any], cached: Mapping[str, tuple[str, float | None, str | None]]
-             ) -> list[dict[str, Any]]:
+    def rows(self, run: Any, streams: Sequence[Any], cached: Mapping[str, tuple[int, float | None, str | None]],
+             subjects: Sequence[str] = ()) -> list[dict[str, Any]]:
         """The fact rows of one run. `cached`: model_key -> (fingerprint, estimate, unpriced)
-        of rows priced with the current price version (reused when the fingerprint matches)."""
+        of rows priced with the current price version (reused when the fingerprint matches);
+        `subjects`: the run's subject selectors in manifest order."""
         created_s = epoch(run.created_at)
         by_model: dict[str, list[Any]] = {}
         for st in streams:
@@ -189,6 +191,7 @@ class FactBuilder:
             "state": run.state, "harness": run.harness,
             "run_model": run_model, "models": "|" + "|".join(models) + "|", "skill": run.skill,
             "repo": run.repo, "host": run.host, "session": run.provider_session_id, "outcome": outcome,
+            "subject": subjects[0] if subjects else None, "subjects_n": len(subjects),
         }
         run_level = {
             "failed": int(outcome == "failed"), "interrupted": int(outcome == "interrupted"),
@@ -265,6 +268,18 @@ def _load_streams(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int,
     return out
 
 
+def _load_subjects(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], list[str]]:
+    out: dict[tuple[int, str], list[str]] = {}
+    if not keys:
+        return out
+    s = subjects_t.c
+    q = sa.select(s.home_id, s.run_id, s.selector).where(keys_in(s.home_id, s.run_id, keys)).order_by(
+        s.home_id, s.run_id, s.position)
+    for h, rid, sel in conn.execute(q):
+        out.setdefault((h, rid), []).append(sel)
+    return out
+
+
 def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int]
                  ) -> dict[tuple[int, str], dict[str, tuple[int, float | None, str | None]]]:
     """The estimates the facts of `keys` hold (all priced with the current price data: a
@@ -286,24 +301,34 @@ def _delete_facts(conn: Any, keys: Sequence[tuple[int, str]]) -> None:
         conn.execute(sa.delete(facts_t).where(keys_in(facts_t.c.home_id, facts_t.c.run_id, keys)))
 
 
+def _write(conn: Any, builder: FactBuilder, runs: Sequence[Any],
+           cached: Mapping[tuple[int, str], Mapping[str, tuple[int, float | None, str | None]]],
+           touched: set[int]) -> None:
+    """Build and insert the facts of `runs` (their old facts are already gone)."""
+    keys = [(r.home_id, r.run_id) for r in runs]
+    streams = _load_streams(conn, keys)
+    subjects = _load_subjects(conn, keys)
+    rows: list[dict[str, Any]] = []
+    for run in runs:
+        k = (run.home_id, run.run_id)
+        rows.extend(builder.rows(run, streams.get(k, ()), cached.get(k, {}), subjects.get(k, ())))
+    touched.update(r["slot"] for r in rows)
+    builder.stats.rebuilt += len(runs)
+    if rows:
+        conn.execute(sa.insert(facts_t), rows)
+
+
 def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], touched: set[int]) -> None:
     """Rebuild the facts of `keys` (runs that no longer exist lose their facts), reusing
     the cached estimates; the slots whose rows changed are added to `touched`."""
     for i in range(0, len(keys), BATCH):
         chunk = list(keys[i:i + BATCH])
         runs = _load_runs(conn, chunk)
-        streams = _load_streams(conn, chunk)
         cached = _load_cached(conn, chunk, touched)
-        rows: list[dict[str, Any]] = []
-        for run in runs:
-            k = (run.home_id, run.run_id)
-            rows.extend(builder.rows(run, streams.get(k, ()), cached.get(k, {})))
-        touched.update(r["slot"] for r in rows)
         builder.stats.removed += len(chunk) - len(runs)
-        builder.stats.rebuilt += len(runs)
+        builder.stats.fact_runs_delta += len(runs) - len(cached)
         _delete_facts(conn, chunk)
-        if rows:
-            conn.execute(sa.insert(facts_t), rows)
+        _write(conn, builder, runs, cached, touched)
 
 
 def _rollup_select(measures: tuple, group: list[Any], where: list[Any]) -> Any:
@@ -354,32 +379,27 @@ NOTIFY_AT = 10_000  # a full sync of more runs than this says so on stderr (it t
 
 
 def _full(conn: Any, builder: FactBuilder, notify: Callable[[str], None] | None) -> None:
-    """Rebuild every fact, walking runs in key order (memory stays flat)."""
+    """Rebuild every fact, walking the runs' primary key (memory stays flat)."""
     if notify is not None:
         total = _count_runs(conn)
         if total >= NOTIFY_AT:
             notify(f"ledger: pricing {total:,} runs for reports ({builder.price_version}); "
                    "this happens once, later reports reuse the estimates")
     conn.execute(sa.delete(facts_t))
-    last: tuple[int, str] | None = None
-    r, sc = runs_t.c, streams_t.c
-    while True:
-        q = sa.select(*_RUN_COLS).order_by(r.home_id, r.run_id).limit(BATCH)
-        if last is not None:  # keyset pagination (spelled out: SQLite scans for row values)
-            q = q.where(sa.or_(r.home_id > last[0], sa.and_(r.home_id == last[0], r.run_id > last[1])))
-        runs = list(conn.execute(q))
-        if not runs:
-            break
-        last = (runs[-1].home_id, runs[-1].run_id)
-        streams: dict[tuple[int, str], list[Any]] = {}
-        for st in conn.execute(sa.select(*_STREAM_COLS).where(
-                keys_in(sc.home_id, sc.run_id, [(x.home_id, x.run_id) for x in runs]))):
-            streams.setdefault((st.home_id, st.run_id), []).append(st)
-        rows: list[dict[str, Any]] = []
-        for run in runs:
-            rows.extend(builder.rows(run, streams.get((run.home_id, run.run_id), ()), {}))
-        builder.stats.rebuilt += len(runs)
-        conn.execute(sa.insert(facts_t), rows)
+    r = runs_t.c
+    unused: set[int] = set()  # the rollups are rebuilt whole after a full sync
+    for (home_id,) in conn.execute(sa.select(homes_t.c.home_id).order_by(homes_t.c.home_id)).fetchall():
+        last: str | None = None
+        while True:  # keyset pagination
+            q = sa.select(*_RUN_COLS).where(r.home_id == home_id).order_by(r.run_id).limit(BATCH)
+            if last is not None:
+                q = q.where(r.run_id > last)
+            runs = list(conn.execute(q))
+            if not runs:
+                break
+            last = runs[-1].run_id
+            _write(conn, builder, runs, {}, unused)
+            unused.clear()
 
 
 def _changed(conn: Any, since: datetime | None) -> tuple[list[tuple[int, str]], int]:
@@ -456,8 +476,10 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         since = None if new_mark == mark else datetime.fromisoformat(mark) - MARGIN
         changed, stats.checked = _changed(conn, since)
         _rebuild(conn, builder, changed, touched)
-    if stats.full or stats.rebuilt or stats.removed:
+    if stats.full:
         fact_runs = str(_count_fact_runs(conn))
+    else:
+        fact_runs = str(int(fact_runs) + stats.fact_runs_delta)
     if _count_runs(conn) != int(fact_runs):
         _reconcile(conn, builder, touched)  # a run removed, or written with an older timestamp
         fact_runs = str(_count_fact_runs(conn))
