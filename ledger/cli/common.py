@@ -83,18 +83,23 @@ def print_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> None:
 
 
 def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str | None = None,
-                footer: Sequence[Any] | None = None) -> None:
+                footer: Sequence[Any] | None = None, compact: bool = False) -> None:
+    """A Rich table. `compact`: one line per row, cells cut with an ellipsis on narrow
+    terminals (the last column folds); otherwise every cell folds so nothing is hidden."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, show_footer=footer is not None, box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=title, show_footer=footer is not None,
+                  **({"box": box.SIMPLE_HEAD, "pad_edge": False} if compact else {}))
     last = len(header) - 1
     for i, h in enumerate(header):
-        # one line per row: narrow terminals cut cells with an ellipsis (the last column folds)
-        table.add_column(h, footer="" if footer is None else ("" if footer[i] is None else str(footer[i])),
-                         overflow="fold" if i == last else "ellipsis", no_wrap=i != last,
-                         min_width=min(len(h), 8))
+        foot = "" if footer is None else ("" if footer[i] is None else str(footer[i]))
+        if compact:
+            table.add_column(h, footer=foot, overflow="fold" if i == last else "ellipsis", no_wrap=i != last,
+                             min_width=min(len(h), 8))
+        else:
+            table.add_column(h, footer=foot, overflow="fold")
     for row in rows:
         table.add_row(*["—" if v is None else str(v) for v in row])
     Console().print(table)

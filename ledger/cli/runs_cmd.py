@@ -60,7 +60,7 @@ def runs(
     elif csv_:
         print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
     else:
-        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=f"{len(chosen)} runs")
+        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=f"{len(chosen)} runs", compact=True)
 
 
 @handle_errors
