@@ -1,23 +1,24 @@
-"""The report's own table: per-run, per-model facts with cached cost estimates.
+"""The report's own tables (migration `0002_report`): per-run, per-model facts with cached
+cost estimates, and two rollups of them.
 
-`report_facts` is derived data (like the whole index): it is rebuilt from `runs` and
-`usage_streams` plus the pinned price table, never from anything else. It exists for two
-reasons:
+All of it is derived data (like the whole index): rebuilt from `runs`, `usage_streams` and
+`subjects` plus the pinned price table, never from anything else (ledger.report.sync).
 
-1. **The estimate cache.** Pricing a stream with genai-prices costs ~0.1 ms; a report over
-   a million runs cannot do that every time. Each row keeps its estimate together with
-   the `price_version` and the `usage_fingerprint` of the streams it was computed from, and
-   is re-priced only when one of them changes.
-2. **Fast aggregation.** Reports read one narrow table, clustered (on SQLite) by the
-   15-minute UTC slot of the run's start, with every group-by and filter column on the row:
-   no join with the wide `runs` table (whose (home_id, run_id) text key makes a million-row
-   join cost more than a second on SQLite). See docs/report.md, "How it works".
-
-One row per (run, usage-stream model); a run without usage has one row with model_key ''.
-Run-level columns (outcome counts, gaps, duration, run costs) are set on the run's *first*
-row (`first` = 1, the smallest model_key) and are 0/NULL on the others, so sums over rows
-count each run once; token and per-model cost columns are per row and add up to the run's
-totals. Created by migration `0002_report`.
+- `report_facts`, one row per (run, usage-stream model); a run without usage has one row
+  with model_key ''. It is **the estimate cache**: pricing a stream with genai-prices costs
+  ~0.1-0.3 ms, so each row keeps its estimate with the `usage_fingerprint` of the streams it
+  priced and is re-priced only when they change (or when the price data version, kept in
+  `report_state`, changes). It is also the table reports aggregate when no rollup fits:
+  narrow, clustered (on SQLite) by the 15-minute UTC slot of the run's start, with every
+  group-by and filter column on the row (no join with the wide, text-keyed `runs` table,
+  which costs more than a second per million rows on SQLite).
+  Run-level columns (outcome counts, gaps, duration, run costs, the first subject) are set
+  on the run's *first* row (`first` = 1, the smallest model_key) and are 0/NULL on the
+  others, so sums over rows count each run once; token and per-model cost columns are per
+  row and add up to the run's totals.
+- `report_slots` (per slot and model) and `report_days` (per UTC day, harness, run model,
+  model and outcome): the same measures summed, recomputed for every slot / day a sync
+  touches; the time and model/harness reports read them (docs/report.md, "How it works").
 """
 
 from __future__ import annotations

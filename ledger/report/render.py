@@ -149,11 +149,12 @@ def print_table(report: Report, console: Any = None) -> None:
     console = console or Console()
     q = report.query
     cols = table_columns(report, console.width)
-    title = f"ledger report {q.kind} ({q.zone_name}"
+    title = f"ledger report {q.kind} · {q.zone_name}"
     if q.since or q.until:
-        title += f", {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
-    title += f", cost {q.cost})"
-    table = Table(title=title, title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
+        title += f" · {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
+    title += f" · cost {q.cost}"
+    console.print(title, style="bold", markup=False, highlight=False, overflow="fold")
+    table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
     for i, (name, _) in enumerate(cols):
         table.add_column(name, justify="left" if i == 0 or name in ("basis", "started", "model") else "right",
                          overflow="fold", no_wrap=i != 0)
@@ -173,11 +174,12 @@ def notes(report: Report) -> list[str]:
     out = []
     t = report.totals
     if t.get("cost_basis") == "partial":
-        out.append(f"note: cost of {t['unmeasured_cost_runs']} of {t['runs']} runs is unknown; "
+        out.append(f"note: the cost of {t['unmeasured_cost_runs']} of {t['runs']} runs is unknown; "
                    "'≥' marks a sum of the known part (basis 'partial').")
     if t.get("unmeasured_usage_runs"):
-        out.append(f"note: {t['unmeasured_usage_runs']} runs reported no token usage; "
-                   "'+' marks token sums that leave them out.")
+        n = t["unmeasured_usage_runs"]
+        out.append(f"note: {_runs(n)} reported no token usage; '+' marks token sums that leave "
+                   f"{'it' if n == 1 else 'them'} out.")
     return out
 
 
@@ -185,10 +187,14 @@ def warnings(report: Report) -> list[str]:
     """One warning per reason a cost is unknown, naming the model."""
     out = []
     for u in report.pricing.get("unpriced", ()):
-        runs = f"{u['runs']} run" + ("s" if u["runs"] != 1 else "")
+        runs = _runs(u["runs"])
         what = f"model {u['model']!r}" if u.get("model") else "runs without a model"
         if u.get("reason") == "no usage reported":
             out.append(f"warning: cost unknown for {runs}: no usage reported")
         else:
             out.append(f"warning: cost unknown for {runs} of {what}: {u['reason']}")
     return out
+
+
+def _runs(n: int) -> str:
+    return f"{n:,} run" + ("" if n == 1 else "s")

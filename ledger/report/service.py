@@ -63,17 +63,14 @@ def query(url: str, q: ReportQuery) -> Report:
         return run_report(conn, q)
 
 
-def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *, notify: Notify = _quiet,
-                 index: bool = True) -> Report:
+def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *, notify: Notify = _quiet) -> Report:
     from ledger.index import db as dbmod
+    from ledger.index.ops import index_homes
 
     home_path = Path(os.path.abspath(os.fspath(home)))
     url = dbmod.resolve_url(home_path, db)
-    if index:
-        from ledger.index.ops import index_homes
-
-        summary = index_homes([home_path], url, notify=notify)
-        for p in summary.skipped:
-            notify(f"warning: skipped damaged record {p.path}: {p.reason}")
+    summary = index_homes([home_path], url, notify=notify)
+    for p in summary.skipped:
+        notify(f"warning: skipped damaged record {p.path}: {p.reason}")
     sync(url, notify=notify)
     return query(url, q)

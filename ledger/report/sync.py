@@ -45,12 +45,12 @@ TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_wr
 runs_t = Run.__table__
 streams_t = UsageStream.__table__
 subjects_t = RunSubject.__table__
+homes_t = Home.__table__
 facts_t = ReportFact.__table__
 slots_t = ReportSlot.__table__
 days_t = ReportDay.__table__
-SLOTS_PER_DAY = 86400 // SLOT_SECONDS
-homes_t = Home.__table__
 state_t = ReportState.__table__
+SLOTS_PER_DAY = 86400 // SLOT_SECONDS
 
 Estimator = Callable[[str | None, str | None, Mapping[str, Any]], "tuple[float | None, str | None]"]
 
@@ -65,7 +65,7 @@ _STREAM_COLS = (streams_t.c.home_id, streams_t.c.run_id, streams_t.c.stream_id, 
 
 @dataclass
 class SyncStats:
-    """What a sync did (shown with --verbose and by the benchmark)."""
+    """What a sync did (the benchmark prints it; tests check it)."""
 
     full: bool = False
     checked: int = 0
@@ -88,15 +88,6 @@ def _price_version() -> str:
     from ledger.pricing import price_data_version
 
     return price_data_version()
-
-
-def _naive_utc(dt: datetime | None) -> datetime | None:
-    """Compare timestamps the same way on both backends (SQLite gives naive UTC back)."""
-    if dt is None:
-        return None
-    if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
-    return dt
 
 
 def run_outcome(outcome: str | None, settled: bool, state: str | None) -> str:
