@@ -82,8 +82,8 @@ def test_known_older_revision_is_upgraded_not_rebuilt(home, monkeypatch):
     cli("index")
     path = home / "index.sqlite"
     # pretend this ledger has a newer head: the file's revision is known and older
-    monkeypatch.setattr(dbmod, "KNOWN_REVISIONS", ("0001", "0002"))
-    monkeypatch.setattr(dbmod, "HEAD", "0002")
+    monkeypatch.setattr(dbmod, "KNOWN_REVISIONS", (*dbmod.KNOWN_REVISIONS, "9999_newer"))
+    monkeypatch.setattr(dbmod, "HEAD", "9999_newer")
     assert dbmod.inspect_sqlite(path).kind == "upgrade"
 
 

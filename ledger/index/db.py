@@ -392,10 +392,11 @@ def inspect_server(conn: Any) -> ServerStatus:
 def drop_index_objects(conn: Any) -> None:
     """Drop ledger's views and tables (a rebuild on a server database, in one transaction)."""
     from ledger.index.models import ALL_TABLES, VIEWS
+    from ledger.report.models import REPORT_TABLES, REPORT_VIEWS  # derived tables live here too
 
-    for view in VIEWS:
+    for view in REPORT_VIEWS + VIEWS:
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view} CASCADE")
-    for table in ALL_TABLES:
+    for table in REPORT_TABLES + ALL_TABLES:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
     conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
 
@@ -403,8 +404,9 @@ def drop_index_objects(conn: Any) -> None:
 def clear_index_rows(conn: Any) -> None:
     """Delete every indexed row and cursor (homes stay), in the caller's transaction."""
     from ledger.index.models import DATA_TABLES
+    from ledger.report.models import REPORT_TABLES  # derived from the rows deleted here
 
-    for table in DATA_TABLES + ("index_cursors", "index_shards"):
+    for table in REPORT_TABLES + DATA_TABLES + ("index_cursors", "index_shards"):
         conn.exec_driver_sql(f"DELETE FROM {table}")
 
 
