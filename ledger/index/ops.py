@@ -242,6 +242,32 @@ def reading(url: str) -> Iterator[Any]:
         eng.dispose()
 
 
+@contextmanager
+def writing(url: str) -> Iterator[Any]:
+    """A write transaction on an existing index for derived data (the report's tables).
+
+    SQLite: under the writer lock, so it queues behind index passes instead of leaning on
+    the busy timeout, and the shared file lock, so a swap never happens underneath it.
+    """
+    if dbmod.is_sqlite(url):
+        path = dbmod.sqlite_path(url)
+        with dbmod.flock(dbmod.writer_lock(path), exclusive=True), \
+                dbmod.flock(dbmod.file_lock(path), exclusive=False):
+            eng = dbmod.engine(url, mode="write")
+            try:
+                with eng.connect() as conn, conn.begin():
+                    yield conn
+            finally:
+                eng.dispose()
+        return
+    eng = dbmod.engine(url)
+    try:
+        with eng.connect() as conn, conn.begin():
+            yield conn
+    finally:
+        eng.dispose()
+
+
 def home_id(conn: Any, home: str | os.PathLike[str]) -> int | None:
     import sqlalchemy as sa
 

@@ -12,9 +12,8 @@
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from ledger.report.aggregate import Report, ReportQuery, run_report
 
@@ -25,27 +24,11 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-@contextmanager
-def writing(url: str) -> Iterator[Any]:
-    """A write transaction on the index (SQLite: BEGIN IMMEDIATE under the shared file lock)."""
-    from ledger.index import db as dbmod
+def writing(url: str) -> Any:
+    """The index's write transaction for derived data (see ledger.index.ops.writing)."""
+    from ledger.index.ops import writing as index_writing
 
-    if dbmod.is_sqlite(url):
-        path = dbmod.sqlite_path(url)
-        with dbmod.flock(dbmod.file_lock(path), exclusive=False):
-            eng = dbmod.engine(url, mode="write")
-            try:
-                with eng.connect() as conn, conn.begin():
-                    yield conn
-            finally:
-                eng.dispose()
-        return
-    eng = dbmod.engine(url)
-    try:
-        with eng.connect() as conn, conn.begin():
-            yield conn
-    finally:
-        eng.dispose()
+    return index_writing(url)
 
 
 def sync(url: str, *, full: bool = False, notify: Notify | None = None) -> Any:
