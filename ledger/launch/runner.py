@@ -287,6 +287,9 @@ class Launcher:
             except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
                 return self._spawn_failed(capture, adapter, exc, started)
             self.child = child
+            # The pipe reader thread must get the GIL back quickly while the parser works: with
+            # the default 5 ms switch interval a fast agent fills the 1 MiB pipe and blocks.
+            sys.setswitchinterval(0.0005)
             if o.nice > 0:
                 # this (parsing) thread yields the CPU to the agent under load; on Linux nice is
                 # per thread, so the pipe readers (already started) and the agent keep theirs
