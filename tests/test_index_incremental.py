@@ -296,14 +296,14 @@ def test_sqlite_fast_insert_stores_exactly_what_core_would(home, tmp_path, monke
     import sqlalchemy as sa
 
     damaged_home(home)
-
-    def core_insert(conn, table, rows):
-        conn.execute(sa.insert(table), rows)
-
     fast_url = f"sqlite:///{tmp_path / 'fast.sqlite'}"
     core_url = f"sqlite:///{tmp_path / 'core.sqlite'}"
+    par_url = f"sqlite:///{tmp_path / 'parallel.sqlite'}"
     index_homes([home], fast_url)
-    monkeypatch.setattr(indexer_mod, "insert_rows", core_insert)
+    with monkeypatch.context() as m:  # the rows encoded in worker processes, too
+        m.setattr(indexer_mod, "PARALLEL_MIN", 1)
+        index_homes([home], par_url)
+    monkeypatch.setattr(indexer_mod, "FAST_SQLITE", False)
     index_homes([home], core_url)
 
     volatile = {"indexed_at", "added_at", "last_indexed_at"}
@@ -320,6 +320,7 @@ def test_sqlite_fast_insert_stores_exactly_what_core_would(home, tmp_path, monke
 
     fast, core = dump(tmp_path / "fast.sqlite"), dump(tmp_path / "core.sqlite")
     assert fast["runs"] and fast == core
+    assert dump(tmp_path / "parallel.sqlite") == core
 
 
 def test_rebuild_keeps_reports_identical_including_a_newer_schema_on_the_server(home, db_url):

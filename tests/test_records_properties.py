@@ -13,13 +13,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
 from ledger.errors import RecordError
 from ledger.records import RunCapture, RunSnapshot, ScanProblem, read_run, scan
-from ledger.records.fold import fold_file, new_state, reduce_usage
+from ledger.records.fold import fold_event, fold_events_list, fold_file, new_state, reduce_usage
 from ledger.records.model import EVENT_TYPES, INT_COUNTERS, MAX_ACROSS_STREAMS
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -285,6 +285,40 @@ def test_random_event_lines_fold_or_raise_record_error(lines):
                 v = getattr(snap.usage, name)
                 assert v is None or (isinstance(v, int) and 0 <= v < 2**63)
             assert snap.usage.cost_usd is None or math.isfinite(snap.usage.cost_usd)
+
+
+# Mostly well-formed envelopes (so the list fast path is taken), sometimes a bad version or seq.
+list_envelope = st.builds(
+    lambda env, version, seq: {**env, **({"schema_version": version} if version != "absent" else {}),
+                               **({"seq": seq} if seq != "absent" else {})},
+    junk_envelope,
+    st.sampled_from([1] * 60 + [True, 1.0, 2, "1", "absent"]),
+    st.integers(-1, 3) | st.integers(-1, 3) | st.integers(-1, 3) | st.integers(-1, 3)
+    | st.sampled_from([True, 1.5, None, "absent", 2**70]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(envs=st.lists(list_envelope, max_size=10), start=st.none() | st.integers(0, 5), steps=st.booleans())
+@example(envs=[{"type": "text", "schema_version": 1, "seq": 1}, {"type": "text", "schema_version": 2, "seq": 2}],
+         start=None, steps=False)
+@example(envs=[{"type": "text", "schema_version": True, "seq": 1}], start=None, steps=False)
+@example(envs=[{"type": "text", "schema_version": 1, "seq": 3}], start=3, steps=False)
+def test_folding_a_list_equals_folding_each_envelope(envs, start, steps):
+    """fold_events_list (the chunk fast path) == fold_event on each envelope in turn."""
+    if steps:  # strictly increasing seqs: the fast path's case
+        seq = 0
+        for e in envs:
+            if type(e.get("seq")) is int:
+                seq += 1 + abs(e["seq"])
+                e["seq"] = seq
+    one_by_one, listed = new_state(), new_state()
+    one_by_one["seq"] = listed["seq"] = start
+    data = json.dumps(envs).encode()  # parsed as the fold parses records: with orjson
+    for e in orjson.loads(data):
+        fold_event(one_by_one, e)
+    fold_events_list(listed, orjson.loads(data))
+    assert listed == one_by_one
 
 
 def teardown_module(module):

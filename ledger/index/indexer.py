@@ -191,44 +191,62 @@ def _prefix(path: str, n: int) -> str | None:
         return "-"
 
 
-def _sqlite_datetime(v: Any) -> Any:
-    # SQLAlchemy's SQLite DateTime storage format (tested equal to the Core path)
-    return None if v is None else v.strftime("%Y-%m-%d %H:%M:%S.%f")
+# SQLite bulk writes skip SQLAlchemy's per-row parameter processing (the largest cost of a
+# cold index): rows are encoded as SQLAlchemy would store them, in the worker processes, and
+# handed to the driver's executemany. A test compares every stored value and SQLite type with
+# Core's (FAST_SQLITE = False). Other databases use Core's executemany with the row dicts.
+FAST_SQLITE = True
+_SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's SQLite DateTime storage format
+_PLANS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _sqlite_bool(v: Any) -> Any:
-    return None if v is None else int(bool(v))
-
-
-_INSERT_PLANS: dict[str, tuple[str, list[tuple[str, Any]]]] = {}
-
-
-def insert_rows(conn: Any, table: sa.Table, rows: list[dict[str, Any]]) -> None:
-    """Bulk insert. On SQLite straight through the driver's executemany with the values
-    converted as SQLAlchemy would store them: the per-row parameter processing of Core was
-    the largest cost of a cold index. Other databases use Core's executemany."""
-    if conn.dialect.name != "sqlite":
-        conn.execute(sa.insert(table), rows)
-        return
-    plan = _INSERT_PLANS.get(table.name)
+def _plan(table: sa.Table) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(INSERT statement, column names, DateTime columns, Boolean columns) of a table."""
+    plan = _PLANS.get(table.name)
     if plan is None:
-        cols = []
-        for col in table.columns:
-            if isinstance(col.type, sa.DateTime):
-                conv = _sqlite_datetime
-            elif isinstance(col.type, sa.Boolean):
-                conv = _sqlite_bool
-            else:
-                conv = None
-            cols.append((col.name, conv))
-        sql = (f'INSERT INTO "{table.name}" ({", ".join(chr(34) + n + chr(34) for n, _ in cols)}) '
-               f'VALUES ({", ".join("?" for _ in cols)})')
-        plan = _INSERT_PLANS[table.name] = (sql, cols)
-    sql, cols = plan
-    # columns a row does not name get their server/ORM default: none of ours has one but
-    # NULL, which is what .get() gives
-    params = [tuple(r.get(n) if conv is None else conv(r.get(n)) for n, conv in cols) for r in rows]
-    conn.connection.driver_connection.cursor().executemany(sql, params)
+        names = tuple(col.name for col in table.columns)
+        sql = (f'INSERT INTO "{table.name}" ({", ".join(chr(34) + n + chr(34) for n in names)}) '
+               f'VALUES ({", ".join("?" for _ in names)})')
+        plan = _PLANS[table.name] = (
+            sql, names, tuple(col.name for col in table.columns if isinstance(col.type, sa.DateTime)),
+            tuple(col.name for col in table.columns if isinstance(col.type, sa.Boolean)))
+    return plan
+
+
+_NOW_TEXT: list[Any] = [None, None]
+
+
+def _now_text(now: Any) -> str | None:
+    """`now` in SQLite's storage format, formatted once per batch (every row carries it)."""
+    if now is None:
+        return None
+    if _NOW_TEXT[0] is not now:
+        _NOW_TEXT[0], _NOW_TEXT[1] = now, now.strftime(_SQLITE_DATETIME)
+    return _NOW_TEXT[1]
+
+
+def encode_sqlite(table: sa.Table, rows: list[dict[str, Any]], now: Any = None) -> list[tuple]:
+    """Row dicts as the driver's parameter tuples (columns a row does not name are NULL: none
+    of our columns has another default). `now` (the batch's indexed_at) is formatted once."""
+    _, names, dts, bools = _plan(table)
+    now_s = _now_text(now)
+    out = []
+    for r in rows:
+        for n in dts:
+            v = r.get(n)
+            if v is not None:
+                r[n] = now_s if v is now else v.strftime(_SQLITE_DATETIME)
+        for n in bools:
+            v = r.get(n)
+            if v is not None:
+                r[n] = 1 if v else 0
+        out.append(tuple(map(r.get, names)))
+    return out
+
+
+def insert_encoded(conn: Any, table: sa.Table, params: list[tuple]) -> None:
+    """Bulk insert rows produced by encode_sqlite() (SQLite only)."""
+    conn.connection.driver_connection.cursor().executemany(_plan(table)[0], params)
 
 
 def _plain(row: Any) -> Any:
@@ -269,31 +287,43 @@ class _Work:
 PARALLEL_MIN = 64  # records in a batch before projecting them in worker processes
 
 
-def _project_task(args: tuple) -> tuple[dict[str, list[dict[str, Any]]] | None, Any, bool, int]:
-    """Project one record in a worker process: (rows, problem, racy, rewrites detected)."""
-    home_id, w, prev, now = args
-    probe = Indexer.__new__(Indexer)  # only the pure projection methods are used
-    probe.summary = IndexSummary()
-    out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
-    problem, racy = _classify(probe, home_id, w, prev, now, out)
-    return (None if problem is not None else out), problem, racy, probe.summary.rewritten
-
-
 _OUT_TABLES = ("runs", "subjects", "attempts", "usage_streams", "tool_uses", "index_cursors")
+_TABLES = {t.name: t for t in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t)}
 
 
-def _classify(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any,
-              out: dict[str, list[dict[str, Any]]]) -> tuple[ScanProblem | None, bool]:
-    """Run the projection; map failures to a ScanProblem like reader.scan() does."""
+def _project_one(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any, encode: bool) -> tuple:
+    """Project one record: (rows per table or None, problem, racy, rewrites detected, settled).
+
+    Failures map to a ScanProblem like reader.scan() does. With `encode` the rows are already
+    the SQLite driver's parameter tuples (built here, in the worker, not in the writer)."""
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
+    before = ix.summary.rewritten
     try:
         ix._project(home_id, w, prev, now, out)
-        return None, w.racy
+        problem, racy = None, w.racy
     except RecordError as exc:
-        return ScanProblem(exc.path, exc.reason), w.racy
+        problem, racy = ScanProblem(exc.path, exc.reason), w.racy
     except OSError as exc:  # may be transient: the record is retried next pass (racy)
-        return ScanProblem(exc.filename or w.path, f"record cannot be read ({exc.strerror or exc})"), True
+        problem, racy = ScanProblem(exc.filename or w.path, f"record cannot be read ({exc.strerror or exc})"), True
     except Exception as exc:  # noqa: BLE001 - one broken record never hides the others
-        return ScanProblem(w.path, f"record cannot be read ({type(exc).__name__}: {exc})"), True
+        problem, racy = ScanProblem(w.path, f"record cannot be read ({type(exc).__name__}: {exc})"), True
+    rewrites = ix.summary.rewritten - before
+    ix.summary.rewritten = before
+    if problem is not None:
+        return None, problem, racy, rewrites, False
+    settled = bool(out["index_cursors"][-1]["settled"])
+    if encode:
+        return ({k: encode_sqlite(_TABLES[k], v, now) for k, v in out.items() if v},
+                None, racy, rewrites, settled)
+    return out, None, racy, rewrites, settled
+
+
+def _project_task(args: tuple) -> tuple:
+    """_project_one in a worker process."""
+    home_id, w, prev, now, encode = args
+    probe = Indexer.__new__(Indexer)  # only the pure projection methods are used
+    probe.summary = IndexSummary()
+    return _project_one(probe, home_id, w, prev, now, encode)
 
 
 class Indexer:
@@ -329,17 +359,10 @@ class Indexer:
         self.summary.seconds = time.perf_counter() - t0
         return self.summary
 
-    def _project_here(self, home_id: int, batch: list["_Work"], prevs: dict[str, Any], now: Any) -> list[tuple]:
+    def _project_here(self, home_id: int, batch: list["_Work"], prevs: dict[str, Any], now: Any,
+                      encode: bool) -> list[tuple]:
         """Project a small batch in this process (same result shape as _project_task)."""
-        results = []
-        for w in batch:
-            out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
-            before = self.summary.rewritten
-            problem, racy = _classify(self, home_id, w, prevs.get(w.name), now, out)
-            rew = self.summary.rewritten - before
-            self.summary.rewritten = before
-            results.append((None if problem is not None else out, problem, racy, rew))
-        return results
+        return [_project_one(self, home_id, w, prevs.get(w.name), now, encode) for w in batch]
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -523,6 +546,7 @@ class Indexer:
                 for row in conn.execute(sa.select(cursors_t).where(c.home_id == home_id, c.run_id.in_(known))):
                     prevs[row.run_id] = row
         now = dbmod.now_utc()
+        encode = FAST_SQLITE and conn.dialect.name == "sqlite"
         workers = self.workers
         if workers > 1 and len(batch) >= PARALLEL_MIN:
             if self._pool is None:
@@ -530,16 +554,16 @@ class Indexer:
 
                 # fork: the workers inherit the imported modules; they never touch the database
                 self._pool = mp.get_context("fork").Pool(workers)
-            args = [(home_id, w, _plain(prevs.get(w.name)), now) for w in batch]
+            args = [(home_id, w, _plain(prevs.get(w.name)), now, encode) for w in batch]
             handle = self._pool.map_async(_project_task, args, chunksize=max(1, len(args) // (workers * 4)))
         else:
             handle = None
-        return batch, prevs, now, handle
+        return batch, prevs, now, handle, encode
 
     def _finish_batch(self, conn: Any, home_id: int, pending: tuple, shard_state: dict[str, list]) -> None:
-        batch, prevs, now, handle = pending
-        results = handle.get() if handle is not None else self._project_here(home_id, batch, prevs, now)
-        self._process_batch(conn, home_id, batch, prevs, now, results)
+        batch, prevs, now, handle, encode = pending
+        results = handle.get() if handle is not None else self._project_here(home_id, batch, prevs, now, encode)
+        self._process_batch(conn, home_id, batch, prevs, now, results, encode)
         for w in batch:
             if not w.sealable:
                 shard_state[w.shard][1] = False
@@ -552,11 +576,11 @@ class Indexer:
             conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(names)))
 
     def _process_batch(self, conn: Any, home_id: int, batch: list[_Work], full: dict[str, Any], now: Any,
-                       results: list[tuple]) -> None:
+                       results: list[tuple], encode: bool) -> None:
         s = self.summary
         known = [w.name for w in batch if w.cur is not None]
-        out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
-        for w, (rows, problem, racy, rewrites) in zip(batch, results):
+        out: dict[str, list[Any]] = {k: [] for k in _OUT_TABLES}
+        for w, (rows, problem, racy, rewrites, settled) in zip(batch, results):
             prev = full.get(w.name)
             s.records_read += 1
             s.rewritten += rewrites
@@ -565,13 +589,14 @@ class Indexer:
                 if w.racy:
                     w.sealable = False
                 s.skipped.append(problem)
-                out["index_cursors"].append(self._cursor_row(
+                cur = [self._cursor_row(
                     home_id, w, now, status="damaged", problem=(problem.path, problem.reason),
-                    rewrites=prev.record_rewrites if prev is not None else 0))
+                    rewrites=prev.record_rewrites if prev is not None else 0)]
+                out["index_cursors"].extend(encode_sqlite(cursors_t, cur, now) if encode else cur)
                 continue
             for k, v in rows.items():
                 out[k].extend(v)
-            if not out["index_cursors"][-1]["settled"]:
+            if not settled:
                 w.sealable = False
             if prev is None:
                 s.new += 1
@@ -585,7 +610,10 @@ class Indexer:
             for table in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t):
                 rows = out[table.name]
                 if rows:
-                    insert_rows(conn, table, rows)
+                    if encode:
+                        insert_encoded(conn, table, rows)
+                    else:
+                        conn.execute(sa.insert(table), rows)
 
     def _cursor_row(self, home_id: int, w: _Work, now: Any, *, status: str, problem: tuple[str, str] | None = None,
                     settled: bool = False, files_sig: str | None = None, context_sig: str | None = None,
@@ -614,6 +642,7 @@ class Indexer:
         offset = 0
         torn = False
         fold = True
+        head: list[bytes] | None = None
         if prev is not None and prev.status == "indexed" and prev.fold_state is not None:
             poff = prev.events_offset
             if w.esig == prev.events_sig:
@@ -629,7 +658,8 @@ class Indexer:
             # since (the writer thread appends while we work) is picked up by the next pass
             # instead of being mistaken for a rewrite then
             size = w.est.st_size if w.est is not None else 0
-            state, offset, torn = reader.fold_events(path, state, offset, size=size)
+            head = [] if offset == 0 else None  # a whole read: the prefix hash comes from its first chunk
+            state, offset, torn = reader.fold_events(path, state, offset, size=size, head=head)
         assert state is not None
         # context binding: re-hash only when the context file changed
         ctx_ref = manifest.context
@@ -647,6 +677,8 @@ class Indexer:
         prefix_len = min(PREFIX_BYTES, offset)
         if prev is not None and not fold and prev.prefix_len == prefix_len:
             prefix_sha = prev.prefix_sha256
+        elif head and len(head[0]) >= prefix_len > 0:
+            prefix_sha = hashlib.sha256(head[0][:prefix_len]).hexdigest()
         else:
             prefix_sha = _prefix(events_path, prefix_len)
         self._rows(home_id, snap, manifest, terminal, state, rewrites, now, out)

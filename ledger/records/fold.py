@@ -15,6 +15,8 @@ import os
 import stat
 from typing import Any, BinaryIO
 
+import orjson
+
 from ledger.errors import RecordError
 from ledger.records import jsonio
 from ledger.records.model import (
@@ -44,6 +46,35 @@ def open_regular(path: str) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+_SMALL_MAX = 64 << 20  # a manifest / receipt bigger than this is not one ledger wrote
+
+
+def read_regular(path: str) -> bytes:
+    """The whole content of a small record file (manifest, receipt...), with open_regular()'s
+    checks, in raw os calls: no buffered file object for a few hundred bytes."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if st.st_size > _SMALL_MAX:
+            raise OSError(errno.EFBIG, "file too large for a record file", path)
+        data = os.read(fd, st.st_size + 1)  # +1: a file that grew since fstat is read on below
+        if len(data) > st.st_size:
+            parts = [data]
+            while chunk := os.read(fd, 1 << 20):
+                parts.append(chunk)
+                if sum(map(len, parts)) > _SMALL_MAX:
+                    raise OSError(errno.EFBIG, "file too large for a record file", path)
+            data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
 
 
 def new_state() -> dict[str, Any]:
@@ -119,14 +150,21 @@ def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
     for name, raw in usage.items():
         if name not in _COUNTER_SET:
             continue
-        # fast path: a plain non-negative int within u64 (what every writer produces)
-        value = raw if type(raw) is int and 0 <= raw <= U64_MAX else _counter_value(raw)
-        if value is None:
-            continue
         prev = counters.get(name)
-        if prev is not None and _rank(value) < _rank(prev):
-            state["gaps"] += 1  # a cumulative counter went backwards: keep the max
-            continue
+        if type(raw) is int and 0 <= raw <= U64_MAX:
+            # fast path: a plain non-negative int within u64 (what every writer produces);
+            # OVERFLOW ranks above every value
+            value = raw
+            if prev is not None and (value < prev or prev == OVERFLOW):
+                state["gaps"] += 1  # a cumulative counter went backwards: keep the max
+                continue
+        else:
+            value = _counter_value(raw)
+            if value is None:
+                continue
+            if prev is not None and _rank(value) < _rank(prev):
+                state["gaps"] += 1
+                continue
         # Values past i64 are kept (up to u64) and only make the *total* unknown, with one
         # gap, when the run is reduced: exactly Loopflow's rule.
         counters[name] = value
@@ -192,12 +230,16 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
             state["seq"] = seq
     else:
         state["gaps"] += 1
-    kind = get("type")
+    _fold_body(state, ev, get("type"))
+
+
+def _fold_body(state: dict[str, Any], ev: dict[str, Any], kind: Any) -> None:
+    """Everything fold_event does after the envelope (schema_version / seq) checks."""
     if kind == "usage":
         _fold_usage(state, ev)
         return
     if kind == "tool_use":
-        name = get("name")
+        name = ev.get("name")
         if type(name) is not str:
             name = str(name)
         tools = state["tools"]
@@ -206,9 +248,7 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
     if type(kind) is not str or kind not in EVENT_TYPES:  # (a list/dict type is unhashable)
         state["gaps"] += 1
         return
-    if kind == "usage":
-        pass
-    elif kind == "conversation":
+    if kind == "conversation":
         _fold_conversation(state, ev)
     elif kind == "provider_attempt_started":
         key = str(ev.get("attempt_key"))
@@ -240,18 +280,56 @@ def fold_event(state: dict[str, Any], ev: Any) -> None:
             state["skill_invoked"] = ev["skill_invoked"]
 
 
-def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | None = None
-              ) -> tuple[int, bool]:
+def fold_events_list(state: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    """Fold parsed envelopes (all dicts) in order: exactly fold_event() on each.
+
+    Fast path for what writers produce (every schema_version the int 1, seq strictly
+    increasing ints): the envelope is checked for the whole list at once and only the
+    bodies are folded one by one. Anything else takes fold_event() per envelope."""
+    if not events:
+        return
+    seqs = [e.get("seq") for e in events]
+    versions = [e.get("schema_version") for e in events]
+    last = state["seq"]
+    if (versions.count(1) == len(versions) and set(map(type, versions)) == _INT_ONLY
+            and set(map(type, seqs)) == _INT_ONLY and (last is None or seqs[0] > last)
+            and all(map(int.__lt__, seqs, seqs[1:]))):
+        state["seq"] = seqs[-1]
+        tools = state["tools"]
+        for ev in events:
+            kind = ev.get("type")
+            if kind == "usage":
+                _fold_usage(state, ev)
+            elif kind == "tool_use":
+                name = ev.get("name")
+                if type(name) is not str:
+                    name = str(name)
+                tools[name] = tools.get(name, 0) + 1
+            else:
+                _fold_body(state, ev, kind)
+        return
+    for ev in events:
+        fold_event(state, ev)
+
+
+_INT_ONLY = {int}
+_DICT_ONLY = {dict}
+
+
+def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | None = None,
+              head: list[bytes] | None = None) -> tuple[int, bool]:
     """Fold the complete lines of `path` from byte `offset`; return (new_offset, torn).
 
     `new_offset` is just past the last complete line. `torn` is True when the file ends with
     bytes and no newline: that partial line is not counted (the caller adds one gap).
     A malformed complete line raises RecordError naming the file and line number.
     Memory stays bounded: the file is read in chunks, never whole. With `size`, bytes at or
-    past that file offset are not read (an indexer folds up to the size it stat()ed).
+    past that file offset are not read (an indexer folds up to the size it stat()ed). `head`
+    receives the first chunk read (the indexer hashes the file's prefix from it).
     """
     fold = fold_event
-    loads = jsonio.loads
+    fold_list = fold_events_list
+    loads = orjson.loads
     pos = offset
     line_no = state["lines"]
     with open_regular(path) as f:
@@ -267,6 +345,8 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
                 remaining -= len(chunk)
             if not chunk:
                 break
+            if head is not None and not head:
+                head.append(chunk)
             data = rest + chunk if rest else chunk
             start = 0
             last_nl = data.rfind(b"\n")
@@ -280,9 +360,8 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
                     events = loads(b"[" + block.replace(b"\n", b",") + b"]")
                 except jsonio.JSONDecodeError:
                     events = None
-                if events is not None and len(events) == n_lines and all(type(e) is dict for e in events):
-                    for ev in events:
-                        fold(state, ev)
+                if events is not None and len(events) == n_lines and set(map(type, events)) == _DICT_ONLY:
+                    fold_list(state, events)
                     line_no += n_lines
                     pos += last_nl + 1
                     start = last_nl + 1

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from ledger.errors import RecordError
 from ledger.records import jsonio
-from ledger.records.fold import fold_file, new_state, open_regular, reduce_usage, stream_totals
+from ledger.records.fold import fold_file, new_state, open_regular, read_regular, reduce_usage, stream_totals
 from ledger.records.ids import PREFIX, is_run_id, shard_of
 from ledger.records.liveness import liveness
 from ledger.records.model import OUTCOMES, SCHEMA_VERSION, Manifest, RunSnapshot, ScanProblem, Subject
@@ -52,8 +52,7 @@ def iter_run_dirs(home: Path) -> Iterator[tuple[str, str]]:
 
 
 def _read_json(path: str) -> Any:
-    with open_regular(path) as f:
-        return jsonio.loads(f.read())
+    return jsonio.loads(read_regular(path))
 
 
 def read_manifest(run_path: str | Path) -> Manifest:
@@ -148,8 +147,7 @@ class Terminal:
 def read_terminal(run_path: str) -> Terminal:
     path = os.path.join(run_path, TERMINAL)
     try:
-        with open_regular(path) as f:
-            data = f.read()
+        data = read_regular(path)
     except FileNotFoundError:
         return Terminal(present=False, valid=True)
     except OSError:
@@ -179,7 +177,7 @@ def read_provider_session(run_path: str) -> str | None:
 
 
 def fold_events(run_path: str, state: dict[str, Any] | None = None, offset: int = 0, *,
-                size: int | None = None) -> tuple[dict[str, Any], int, bool]:
+                size: int | None = None, head: list[bytes] | None = None) -> tuple[dict[str, Any], int, bool]:
     """Fold events.jsonl from `offset` into `state`; returns (state, offset, torn).
 
     With `size`, bytes at or past that offset are not read: an indexer folds exactly up to
@@ -188,7 +186,7 @@ def fold_events(run_path: str, state: dict[str, Any] | None = None, offset: int 
     state = new_state() if state is None else state
     path = os.path.join(run_path, EVENTS)
     try:
-        new_offset, torn = fold_file(path, state, offset, size=size)
+        new_offset, torn = fold_file(path, state, offset, size=size, head=head)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return state, offset, False  # no events (yet): nothing observed, not a gap
     except OSError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any
 
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})\Z",
@@ -18,6 +20,12 @@ def utcnow() -> datetime:
 
 def parse_rfc3339(text: str) -> datetime:
     """Parse an RFC 3339 timestamp (any offset, any fraction length) into an aware UTC datetime."""
+    if type(text) is str:
+        return _parse_cached(text)  # a run's created_at / ended_at are parsed by several readers
+    return _parse(text)
+
+
+def _parse(text: Any) -> datetime:
     m = _RFC3339.match(text.strip()) if isinstance(text, str) else None
     if not m:
         raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
@@ -29,6 +37,9 @@ def parse_rfc3339(text: str) -> datetime:
         return dt.astimezone(timezone.utc)
     except OverflowError:  # e.g. 9999-12-31T23:00:00-05:00 is past year 9999 in UTC
         raise ValueError(f"timestamp out of range: {text!r}") from None
+
+
+_parse_cached = lru_cache(maxsize=64)(_parse)  # datetimes are immutable: sharing is safe
 
 
 def format_utc(dt: datetime | None) -> str | None:
