@@ -37,6 +37,9 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import shutil
+import sqlite3
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -51,10 +54,10 @@ from ledger.index.models import (
     COUNTER_COLUMNS, Attempt, Home, IndexCursor, IndexShard, Run, RunSubject, ToolUse, UsageStream,
 )
 from ledger.records import reader
-from ledger.records.fold import OVERFLOW, stream_totals
+from ledger.records.fold import OVERFLOW, _known, reduce_usage
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
-from ledger.records.model import I64_MAX, MAX_ACROSS_STREAMS, RunSnapshot, ScanProblem
+from ledger.records.model import I64_MAX, MAX_ACROSS_STREAMS, ScanProblem
 from ledger.records.timefmt import parse_rfc3339
 
 BATCH = 500
@@ -226,28 +229,16 @@ def _now_text(now: Any) -> str | None:
     return _NOW_TEXT[1]
 
 
-def encode_sqlite(table: sa.Table, rows: list[dict[str, Any]], now: Any = None) -> list[tuple]:
-    """Row dicts as the driver's parameter tuples (columns a row does not name are NULL: none
-    of our columns has another default). `now` (the batch's indexed_at) is formatted once."""
-    _, names, dts, bools = _plan(table)
-    now_s = _now_text(now)
-    out = []
-    for r in rows:
-        for n in dts:
-            v = r.get(n)
-            if v is not None:
-                r[n] = now_s if v is now else v.strftime(_SQLITE_DATETIME)
-        for n in bools:
-            v = r.get(n)
-            if v is not None:
-                r[n] = 1 if v else 0
-        out.append(tuple(map(r.get, names)))
-    return out
-
-
 def insert_encoded(conn: Any, table: sa.Table, params: list[tuple]) -> None:
-    """Bulk insert rows produced by encode_sqlite() (SQLite only)."""
+    """Bulk insert rows encoded for SQLite's driver (tuples in column order)."""
     conn.connection.driver_connection.cursor().executemany(_plan(table)[0], params)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _plain(row: Any) -> Any:
@@ -290,17 +281,18 @@ PARALLEL_MIN = 64  # records in a batch before projecting them in worker process
 
 _OUT_TABLES = ("runs", "subjects", "attempts", "usage_streams", "tool_uses", "index_cursors")
 _TABLES = {t.name: t for t in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t)}
+_CURSOR_SETTLED = 6  # index of `settled` in an index_cursors row (see _EXPECTED_COLS)
 
 
 def _project_one(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any, encode: bool) -> tuple:
     """Project one record: (rows per table or None, problem, racy, rewrites detected, settled).
 
-    Failures map to a ScanProblem like reader.scan() does. With `encode` the rows are already
-    the SQLite driver's parameter tuples (built here, in the worker, not in the writer)."""
-    out: dict[str, list[dict[str, Any]]] = {k: [] for k in _OUT_TABLES}
+    Failures map to a ScanProblem like reader.scan() does. Rows are tuples in column order;
+    with `encode` their values are already what SQLite's driver is given."""
+    out: dict[str, list[tuple]] = {k: [] for k in _OUT_TABLES}
     before = ix.summary.rewritten
     try:
-        ix._project(home_id, w, prev, now, out)
+        ix._project(home_id, w, prev, now, out, encode)
         problem, racy = None, w.racy
     except RecordError as exc:
         problem, racy = ScanProblem(exc.path, exc.reason), w.racy
@@ -312,11 +304,8 @@ def _project_one(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any, e
     ix.summary.rewritten = before
     if problem is not None:
         return None, problem, racy, rewrites, False
-    settled = bool(out["index_cursors"][-1]["settled"])
-    if encode:
-        return ({k: encode_sqlite(_TABLES[k], v, now) for k, v in out.items() if v},
-                None, racy, rewrites, settled)
-    return out, None, racy, rewrites, settled
+    settled = bool(out["index_cursors"][-1][_CURSOR_SETTLED])
+    return {k: v for k, v in out.items() if v}, None, racy, rewrites, settled
 
 
 def _project_task(args: tuple) -> tuple:
@@ -325,6 +314,50 @@ def _project_task(args: tuple) -> tuple:
     probe = Indexer.__new__(Indexer)  # only the pure projection methods are used
     probe.summary = IndexSummary()
     return _project_one(probe, home_id, w, prev, now, encode)
+
+
+def _project_part(args: tuple) -> list[tuple]:
+    """Project a slice of a batch in a worker process and write its rows into a scratch SQLite
+    file (a copy of `template`: the index's tables, untyped, no index), for the writer to copy
+    with one INSERT ... SELECT per table: no row crosses the process boundary as Python
+    objects (unpickling them cost the writer more than inserting them). Returns per record
+    (None, problem, racy, rewrites, settled), as _project_one without its rows."""
+    home_id, works, prevs, now, out_path, template = args
+    probe = Indexer.__new__(Indexer)  # only the pure projection methods are used
+    probe.summary = IndexSummary()
+    tables: dict[str, list[tuple]] = {k: [] for k in _OUT_TABLES}
+    metas = []
+    for w, prev in zip(works, prevs):
+        rows, problem, racy, rewrites, settled = _project_one(probe, home_id, w, prev, now, True)
+        if rows:
+            for k, v in rows.items():
+                tables[k].extend(v)
+        metas.append((None, problem, racy, rewrites, settled))
+    shutil.copyfile(template, out_path)
+    db = sqlite3.connect(out_path, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = OFF")  # scratch: the writer reads it once, then it is deleted
+        db.execute("PRAGMA synchronous = OFF")
+        db.execute("BEGIN")
+        for k, rows in tables.items():
+            if rows:
+                db.executemany(_plan(_TABLES[k])[0], rows)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return metas
+
+
+def _scratch_template(directory: str) -> str:
+    path = os.path.join(directory, "template.sqlite")
+    db = sqlite3.connect(path)
+    try:
+        for table in _TABLES.values():
+            db.execute(f'CREATE TABLE "{table.name}" ({", ".join(chr(34) + n + chr(34) for n in _plan(table)[1])})')
+        db.commit()
+    finally:
+        db.close()
+    return path
 
 
 class Indexer:
@@ -340,6 +373,9 @@ class Indexer:
         self.summary = IndexSummary()
         self.workers = workers if workers is not None else min(4, os.cpu_count() or 1)
         self._pool: Any = None
+        self._scratch: str | None = None  # directory of the workers' scratch files (SQLite)
+        self._template = ""
+        self._parts = 0
         self._pending: tuple | None = None
         self._done = 0
 
@@ -363,6 +399,9 @@ class Indexer:
                 self._pool.terminate()
                 self._pool.join()
                 self._pool = None
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+                self._scratch = None
             if gc_was_enabled:
                 gc.enable()
         self.summary.seconds = time.perf_counter() - t0
@@ -563,16 +602,55 @@ class Indexer:
 
                 # fork: the workers inherit the imported modules; they never touch the database
                 self._pool = mp.get_context("fork").Pool(workers)
+            directory = self._scratch_dir(conn) if encode else None
+            if directory is not None:
+                # one slice per worker, each written to its own scratch file
+                size = -(-len(batch) // workers)
+                parts = []
+                for i in range(0, len(batch), size):
+                    self._parts += 1
+                    out_path = os.path.join(directory, f"part-{self._parts}.sqlite")
+                    part = batch[i:i + size]
+                    parts.append((out_path, self._pool.apply_async(_project_part, ((
+                        home_id, part, [_plain(prevs.get(w.name)) for w in part], now, out_path,
+                        self._template),))))
+                return batch, prevs, now, ("parts", parts), encode
             args = [(home_id, w, _plain(prevs.get(w.name)), now, encode) for w in batch]
             handle = self._pool.map_async(_project_task, args, chunksize=max(1, len(args) // (workers * 4)))
         else:
             handle = None
         return batch, prevs, now, handle, encode
 
+    def _scratch_dir(self, conn: Any) -> str | None:
+        """The workers' scratch directory, next to the SQLite index file (None for an
+        in-memory database: rows then travel back to this process)."""
+        if self._scratch is None:
+            database = conn.engine.url.database
+            if not database or database == ":memory:" or database.startswith("file:"):
+                return None
+            self._scratch = tempfile.mkdtemp(prefix=".ledger-index-parts-",
+                                             dir=os.path.dirname(os.path.abspath(database)))
+            self._template = _scratch_template(self._scratch)
+        return self._scratch
+
     def _finish_batch(self, conn: Any, home_id: int, pending: tuple, shard_state: dict[str, list]) -> None:
         batch, prevs, now, handle, encode = pending
-        results = handle.get() if handle is not None else self._project_here(home_id, batch, prevs, now, encode)
-        self._process_batch(conn, home_id, batch, prevs, now, results, encode)
+        scratch: list[str] = []
+        if handle is None:
+            results = self._project_here(home_id, batch, prevs, now, encode)
+        elif isinstance(handle, tuple):  # ("parts", [(scratch file, async result)])
+            results = []
+            try:
+                for out_path, part in handle[1]:
+                    scratch.append(out_path)
+                    results.extend(part.get())
+            except BaseException:
+                for out_path, _ in handle[1]:
+                    _unlink(out_path)
+                raise
+        else:
+            results = handle.get()
+        self._process_batch(conn, home_id, batch, prevs, now, results, encode, scratch)
         for w in batch:
             if not w.sealable:
                 shard_state[w.shard][1] = False
@@ -586,7 +664,7 @@ class Indexer:
             conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(names)))
 
     def _process_batch(self, conn: Any, home_id: int, batch: list[_Work], full: dict[str, Any], now: Any,
-                       results: list[tuple], encode: bool) -> None:
+                       results: list[tuple], encode: bool, scratch: list[str] = ()) -> None:  # type: ignore[assignment]
         s = self.summary
         known = [w.name for w in batch if w.cur is not None]
         out: dict[str, list[Any]] = {k: [] for k in _OUT_TABLES}
@@ -599,13 +677,13 @@ class Indexer:
                 if w.racy:
                     w.sealable = False
                 s.skipped.append(problem)
-                cur = [self._cursor_row(
-                    home_id, w, now, status="damaged", problem=(problem.path, problem.reason),
-                    rewrites=prev.record_rewrites if prev is not None else 0)]
-                out["index_cursors"].extend(encode_sqlite(cursors_t, cur, now) if encode else cur)
+                out["index_cursors"].append(self._cursor_row(
+                    home_id, w, now, encode, status="damaged", problem=(problem.path, problem.reason),
+                    rewrites=prev.record_rewrites if prev is not None else 0))
                 continue
-            for k, v in rows.items():
-                out[k].extend(v)
+            if rows:
+                for k, v in rows.items():
+                    out[k].extend(v)
             if not settled:
                 w.sealable = False
             if prev is None:
@@ -614,34 +692,51 @@ class Indexer:
                 s.unchanged += 1
             else:
                 s.updated += 1
-        with self._txn(conn):
-            if known:
-                self._delete(conn, home_id, known, with_cursors=True)
-            for table in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t):
-                rows = out[table.name]
-                if rows:
-                    if encode:
-                        insert_encoded(conn, table, rows)
-                    else:
-                        conn.execute(sa.insert(table), rows)
+        raw = conn.connection.driver_connection if scratch else None
+        aliases: list[str] = []
+        try:
+            for i, out_path in enumerate(scratch):  # (ATTACH is refused inside a transaction)
+                raw.execute(f"ATTACH DATABASE ? AS ledger_part{i}", (out_path,))
+                aliases.append(f"ledger_part{i}")
+            with self._txn(conn):
+                if known:
+                    self._delete(conn, home_id, known, with_cursors=True)
+                for table in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t):
+                    if aliases:
+                        cols = _plan(table)[0].split("(", 1)[1].split(")", 1)[0]
+                        for alias in aliases:
+                            raw.execute(f'INSERT INTO main."{table.name}" ({cols}) SELECT {cols} FROM {alias}."{table.name}"')
+                    rows = out[table.name]
+                    if rows:
+                        if encode:
+                            insert_encoded(conn, table, rows)
+                        else:
+                            names = _plan(table)[1]
+                            conn.execute(sa.insert(table), [dict(zip(names, r)) for r in rows])
+        finally:
+            for alias in aliases:
+                raw.execute(f"DETACH DATABASE {alias}")
+            for out_path in scratch:
+                _unlink(out_path)
 
-    def _cursor_row(self, home_id: int, w: _Work, now: Any, *, status: str, problem: tuple[str, str] | None = None,
-                    settled: bool = False, files_sig: str | None = None, context_sig: str | None = None,
-                    context_ok: bool | None = None, offset: int = 0, torn: bool = False, prefix_len: int = 0,
-                    prefix_sha: str | None = None, rewrites: int = 0, state: bytes | None = None) -> dict[str, Any]:
-        return {
-            "home_id": home_id, "run_id": w.name, "shard": w.shard, "status": status,
-            "problem_path": problem[0] if problem else None, "problem": problem[1] if problem else None,
-            "settled": settled, "racy": w.racy, "dir_sig": w.dsig, "events_sig": w.esig,
-            "files_sig": files_sig, "context_sig": context_sig, "context_ok": context_ok,
-            "events_ino": _i64(w.est.st_ino) if w.est is not None else None,
-            "events_offset": offset, "torn": torn, "prefix_len": prefix_len, "prefix_sha256": prefix_sha,
-            "record_rewrites": rewrites, "fold_state": state.decode() if state is not None else None,
-            "indexed_at": now,
-        }
+    def _cursor_row(self, home_id: int, w: _Work, now: Any, encode: bool, *, status: str,
+                    problem: tuple[str, str] | None = None, settled: bool = False, files_sig: str | None = None,
+                    context_sig: str | None = None, context_ok: bool | None = None, offset: int = 0,
+                    torn: bool = False, prefix_len: int = 0, prefix_sha: str | None = None, rewrites: int = 0,
+                    state: bytes | None = None) -> tuple:
+        """An index_cursors row (column order: _CURSOR_COLS)."""
+        B, D = (_enc_bool, _now_text) if encode else (_same, _same)
+        return (
+            home_id, w.name, w.shard, status, problem[1] if problem else None, problem[0] if problem else None,
+            B(settled), B(w.racy), w.dsig, w.esig, files_sig, context_sig, B(context_ok),
+            _i64(w.est.st_ino) if w.est is not None else None, offset, B(torn), prefix_len, prefix_sha,
+            rewrites, state.decode() if state is not None else None, D(now),
+        )
 
-    def _project(self, home_id: int, w: _Work, prev: Any, now: Any, out: dict[str, list[dict[str, Any]]]) -> None:
-        """Read what changed in one record and append its rows + cursor to `out`."""
+    def _project(self, home_id: int, w: _Work, prev: Any, now: Any, out: dict[str, list[tuple]],
+                 encode: bool) -> None:
+        """Read what changed in one record and append its rows + cursor to `out` (tuples in
+        column order; encoded for SQLite's driver when `encode`)."""
         path = w.path
         events_path = os.path.join(path, reader.EVENTS)
         files_sig = None  # (reserved) manifest / terminal / provider-session are re-read whenever the record is
@@ -683,7 +778,6 @@ class Indexer:
             else:
                 context_ok = reader.context_valid(path, manifest)
         provider_session = reader.read_provider_session(path)
-        snap = reader.build_snapshot(path, manifest, state, torn, context_ok, terminal, provider_session)
         prefix_len = min(PREFIX_BYTES, offset)
         if prev is not None and not fold and prev.prefix_len == prefix_len:
             prefix_sha = prev.prefix_sha256
@@ -691,59 +785,99 @@ class Indexer:
             prefix_sha = hashlib.sha256(head[0][:prefix_len]).hexdigest()
         else:
             prefix_sha = _prefix(events_path, prefix_len)
-        self._rows(home_id, snap, manifest, terminal, state, rewrites, now, out)
+        self._rows(home_id, path, manifest, terminal, state, torn, context_ok, provider_session, rewrites, now,
+                   encode, out)
         out["index_cursors"].append(self._cursor_row(
-            home_id, w, now, status="indexed", settled=terminal.present, files_sig=files_sig,
+            home_id, w, now, encode, status="indexed", settled=terminal.present, files_sig=files_sig,
             context_sig=context_sig, context_ok=context_ok, offset=offset, torn=torn, prefix_len=prefix_len,
             prefix_sha=prefix_sha, rewrites=rewrites, state=orjson.dumps(state)))
 
-    def _rows(self, home_id: int, snap: RunSnapshot, manifest: Any, terminal: Any, state: dict[str, Any],
-              rewrites: int, now: Any, out: dict[str, list[dict[str, Any]]]) -> None:
-        u = snap.usage
+    def _rows(self, home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str, Any], torn: bool,
+              context_ok: bool, provider_session: str | None, rewrites: int, now: Any, encode: bool,
+              out: dict[str, list[tuple]]) -> None:
+        """The run's rows, as reader.build_snapshot() sees the run (the index == records tests
+        hold the two together), built straight as tuples in column order."""
+        B, D = (_enc_bool, _enc_datetime) if encode else (_same, _same)
+        u = reduce_usage(state, 1 if torn else 0)
+        if terminal.present:
+            live = "settled"
+        else:
+            live = liveness(manifest.host, manifest.boot_id, manifest.launcher)
         created = parse_rfc3339(manifest.created_at)
         ended = parse_rfc3339(terminal.ended_at) if terminal.valid and terminal.ended_at else None
         pid, ticks = _launcher_cols(manifest.launcher)
-        rid = snap.id
-        row = {
-            "home_id": home_id, "run_id": rid, "parent_run_id": snap.parent_run_id, "created_at": created,
-            "ended_at": ended,
-            "duration_ms": (ended - created) // timedelta(milliseconds=1) if ended is not None else None,
-            "harness": snap.harness, "model": snap.model, "surface": snap.surface, "repo": snap.repo,
-            "worktree": snap.worktree, "skill": snap.skill, "cwd": snap.cwd, "host": snap.host,
-            "boot_id": manifest.boot_id, "launcher_pid": pid, "launcher_start_ticks": ticks,
-            "outcome": snap.outcome, "settled": terminal.present, "state": snap.state,
-            "evidence_gaps": snap.evidence_gaps + rewrites, "usage_gaps": u.gaps, "record_rewrites": rewrites,
-            "streams": u.streams, "final_streams": u.final_streams,
-            "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-            "total_input_tokens": u.total_input_tokens, "peak_input_tokens": u.peak_input_tokens,
-            "context_window_tokens": u.context_window_tokens, "reasoning_tokens": u.reasoning_tokens,
-            "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens,
-            "cache_write_5m_tokens": _extra_counter_total(state, "cache_write_5m_tokens"),
-            "cache_write_1h_tokens": _extra_counter_total(state, "cache_write_1h_tokens"),
-            "cost_usd": u.cost_usd, "provider_session_id": snap.provider_session_id,
-            "final_answer": snap.final_answer, "final_answer_exact": state.get("answer_exact"),
-            "api_retries": _int_or(snap.api_retries, 0), "skill_invoked": snap.skill_invoked
-            if isinstance(snap.skill_invoked, bool) else None,
-            "path": snap.path, "indexed_at": now,
-        }
-        out["runs"].append(row)
+        rid = manifest.run_id
+        skill_invoked = state["skill_invoked"]
+        out["runs"].append((
+            home_id, rid, manifest.parent_run_id, D(created), D(ended),
+            (ended - created) // _MS if ended is not None else None,
+            manifest.harness, manifest.model, manifest.surface, manifest.repo, manifest.worktree, manifest.skill,
+            manifest.cwd, manifest.host or None, manifest.boot_id, pid, ticks,
+            terminal.outcome if terminal.valid else None, B(terminal.present), live,
+            u.gaps + (0 if context_ok else 1) + (0 if terminal.valid else 1) + rewrites, u.gaps, rewrites,
+            u.streams, u.final_streams, u.input_tokens, u.output_tokens, u.total_input_tokens, u.peak_input_tokens,
+            u.context_window_tokens, u.reasoning_tokens, u.cache_read_tokens, u.cache_write_tokens,
+            _extra_counter_total(state, "cache_write_5m_tokens"), _extra_counter_total(state, "cache_write_1h_tokens"),
+            u.cost_usd, provider_session or state["session"], state["answer"], B(state.get("answer_exact")),
+            _int_or(state["retries"], 0), B(skill_invoked) if isinstance(skill_invoked, bool) else None,
+            path, (_now_text(now) if encode else now),
+        ))
+        rows = out["subjects"]
         for pos, subj in enumerate(manifest.subjects):
-            out["subjects"].append({"home_id": home_id, "run_id": rid, "position": pos, "selector": subj.selector,
-                                    "source": _text(subj.source) or "declared"})
+            rows.append((home_id, rid, pos, subj.selector, _text(subj.source) or "declared"))
+        rows = out["attempts"]
         for att in state["attempts"].values():
-            out["attempts"].append({
-                "home_id": home_id, "run_id": rid, "attempt_key": att["attempt_key"],
-                "provider": _text(att.get("provider")), "model": _text(att.get("model")),
-                "started_at": _text(att.get("started_at")), "finished_at": _text(att.get("finished_at")),
-                "outcome": _text(att.get("outcome")),
-            })
-        for st in stream_totals(state):
-            srow = {"home_id": home_id, "run_id": rid, "stream_id": st.stream_id, "provider": _text(st.provider),
-                    "model": _text(st.model), "attempt_key": _text(st.attempt_key), "turn_key": _text(st.turn_key),
-                    "observations": st.observations, "final_receipt": bool(st.final_receipt),
-                    "cost_usd": st.cost_usd}
-            for name in COUNTER_COLUMNS:
-                srow[name] = st.counters.get(name)
-            out["usage_streams"].append(srow)
+            rows.append((home_id, rid, att["attempt_key"], _text(att.get("provider")), _text(att.get("model")),
+                         _text(att.get("started_at")), _text(att.get("finished_at")), _text(att.get("outcome"))))
+        rows = out["usage_streams"]
+        for sid, st in state["streams"].items():
+            c = st["c"]
+            rows.append((home_id, rid, sid, _text(st["provider"]), _text(st["model"]), _text(st["attempt"]),
+                         _text(st["turn"]), st["n"], B(bool(st["final"])),
+                         *[_known(c[name]) if name in c else None for name in COUNTER_COLUMNS], st["cost"]))
+        rows = out["tool_uses"]
         for tool, n in state["tools"].items():
-            out["tool_uses"].append({"home_id": home_id, "run_id": rid, "tool_name": tool, "uses": n})
+            rows.append((home_id, rid, tool, n))
+
+
+_MS = timedelta(milliseconds=1)
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def _enc_bool(v: Any) -> Any:
+    return None if v is None else (1 if v else 0)
+
+
+def _enc_datetime(v: Any) -> Any:
+    return None if v is None else v.strftime(_SQLITE_DATETIME)
+
+
+# The row builders above write tuples in these column orders: checked against the models at
+# import, so a schema change cannot silently shift values into the wrong columns.
+_RUN_COLS = (
+    "home_id", "run_id", "parent_run_id", "created_at", "ended_at", "duration_ms", "harness", "model",
+    "surface", "repo", "worktree", "skill", "cwd", "host", "boot_id", "launcher_pid", "launcher_start_ticks",
+    "outcome", "settled", "state", "evidence_gaps", "usage_gaps", "record_rewrites", "streams",
+    "final_streams", "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
+    "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
+    "cache_write_5m_tokens", "cache_write_1h_tokens", "cost_usd", "provider_session_id", "final_answer",
+    "final_answer_exact", "api_retries", "skill_invoked", "path", "indexed_at",
+)
+_EXPECTED_COLS = {
+    "runs": _RUN_COLS,
+    "subjects": ("home_id", "run_id", "position", "selector", "source"),
+    "attempts": ("home_id", "run_id", "attempt_key", "provider", "model", "started_at", "finished_at", "outcome"),
+    "usage_streams": ("home_id", "run_id", "stream_id", "provider", "model", "attempt_key", "turn_key",
+                      "observations", "final_receipt", *COUNTER_COLUMNS, "cost_usd"),
+    "tool_uses": ("home_id", "run_id", "tool_name", "uses"),
+    "index_cursors": ("home_id", "run_id", "shard", "status", "problem", "problem_path", "settled", "racy",
+                      "dir_sig", "events_sig", "files_sig", "context_sig", "context_ok", "events_ino",
+                      "events_offset", "torn", "prefix_len", "prefix_sha256", "record_rewrites", "fold_state",
+                      "indexed_at"),
+}
+for _name, _cols in _EXPECTED_COLS.items():
+    if _plan(_TABLES[_name])[1] != _cols:  # pragma: no cover - a models change without this update
+        raise RuntimeError(f"indexer row layout of {_name} differs from the model: update _EXPECTED_COLS and the builder")
