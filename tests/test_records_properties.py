@@ -321,6 +321,29 @@ def test_folding_a_list_equals_folding_each_envelope(envs, start, steps):
     assert listed == one_by_one
 
 
+@settings(max_examples=400, deadline=None)
+@given(y=st.integers(0, 10000), mo=st.integers(0, 13), d=st.integers(0, 32), h=st.integers(0, 25),
+       mi=st.integers(0, 61), sec=st.integers(0, 61), us=st.integers(0, 999999))
+def test_canonical_timestamps_parse_like_the_general_parser(y, mo, d, h, mi, sec, us):
+    """parse_rfc3339's fast path for ledger's own form agrees with the general parser (value
+    or refusal), and format_utc gives the text back."""
+    from ledger.records import timefmt
+
+    text = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{sec:02d}.{us:06d}Z"[-27:]
+    assert timefmt.is_canonical_utc(text) == (len(text) == 27)
+    try:
+        general = timefmt._parse(text)
+    except ValueError:
+        general = None
+    try:
+        fast = timefmt.parse_rfc3339(text)
+    except ValueError:
+        fast = None
+    assert fast == general
+    if fast is not None:
+        assert fast.tzinfo is general.tzinfo and timefmt.format_utc(fast) == text
+
+
 def teardown_module(module):
     if "home" in _TEMPLATE:
         shutil.rmtree(_TEMPLATE.pop("home"), ignore_errors=True)

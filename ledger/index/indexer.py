@@ -804,7 +804,7 @@ class Indexer:
         else:
             live = liveness(manifest.host, manifest.boot_id, manifest.launcher)
         created = parse_rfc3339(manifest.created_at)
-        ended = parse_rfc3339(terminal.ended_at) if terminal.valid and terminal.ended_at else None
+        ended = terminal.ended_dt if terminal.valid else None
         pid, ticks = _launcher_cols(manifest.launcher)
         rid = manifest.run_id
         skill_invoked = state["skill_invoked"]

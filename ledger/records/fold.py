@@ -29,8 +29,8 @@ U64_MAX = 2**64 - 1
 _READ_CHUNK = 1 << 20
 
 
-def open_regular(path: str) -> BinaryIO:
-    """Open a record file for reading, refusing anything but a regular file.
+def open_regular_fd(path: str) -> int:
+    """Open a record file for reading, refusing anything but a regular file; a raw fd.
 
     O_NONBLOCK so that a FIFO planted in a record cannot hang a scan; a directory raises
     IsADirectoryError, any other non-regular file OSError.
@@ -42,6 +42,16 @@ def open_regular(path: str) -> BinaryIO:
             raise IsADirectoryError(errno.EISDIR, "is a directory", path)
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular(path: str) -> BinaryIO:
+    """open_regular_fd() as a buffered binary file object."""
+    fd = open_regular_fd(path)
+    try:
         return open(fd, "rb", closefd=True)
     except BaseException:
         os.close(fd)
@@ -332,16 +342,18 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
     loads = orjson.loads
     pos = offset
     line_no = state["lines"]
-    with open_regular(path) as f:
+    fd = open_regular_fd(path)  # raw reads: no buffered file object for a few KiB
+    try:
+        read = os.read
         if offset:
-            f.seek(offset)
+            os.lseek(fd, offset, os.SEEK_SET)
         rest = b""
         remaining = None if size is None else max(0, size - offset)
         while True:
             if remaining is None:
-                chunk = f.read(_READ_CHUNK)
+                chunk = read(fd, _READ_CHUNK)
             else:
-                chunk = f.read(min(_READ_CHUNK, remaining)) if remaining else b""
+                chunk = read(fd, min(_READ_CHUNK, remaining)) if remaining else b""
                 remaining -= len(chunk)
             if not chunk:
                 break
@@ -380,6 +392,8 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
                 pos += nl + 1 - start
                 start = nl + 1
             rest = data[start:]
+    finally:
+        os.close(fd)
     state["lines"] = line_no
     # A final fragment without its newline is torn (the caller adds one gap); whitespace alone
     # is not evidence of anything (Loopflow skips it too).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,7 +19,7 @@ from ledger.records.fold import fold_file, new_state, open_regular, read_regular
 from ledger.records.ids import PREFIX, is_run_id, shard_of
 from ledger.records.liveness import liveness
 from ledger.records.model import OUTCOMES, SCHEMA_VERSION, Manifest, RunSnapshot, ScanProblem, Subject
-from ledger.records.timefmt import format_utc, parse_rfc3339
+from ledger.records.timefmt import format_utc, is_canonical_utc, parse_rfc3339
 
 MANIFEST = "manifest.json"
 CONTEXT = "context.json"
@@ -73,9 +74,9 @@ def read_manifest(run_path: str | Path) -> Manifest:
         raise RecordError(mpath, f"unsupported Run manifest schema {version}; expected {SCHEMA_VERSION}",
                           hint="upgrade ledger to read this record (`pip install -U ledger`)")
     run_id = raw.get("run_id")
-    name = os.path.basename(run_path)
-    shard = os.path.basename(os.path.dirname(run_path))
-    if not (isinstance(run_id, str) and is_run_id(run_id) and run_id == name and shard_of(run_id) == shard):
+    parent, _, name = run_path.rpartition(os.sep)
+    shard = parent.rpartition(os.sep)[2]
+    if not (type(run_id) is str and run_id == name and is_run_id(run_id) and shard_of(run_id) == shard):
         raise RecordError(mpath, "Run manifest identity does not match its record path")
     try:
         created = raw["created_at"]
@@ -89,27 +90,31 @@ def read_manifest(run_path: str | Path) -> Manifest:
                 subjects.append(Subject(s["selector"], s.get("source") or "declared"))
             else:
                 raise ValueError("each subject needs a selector")
-        def opt_str(key: str) -> str | None:
-            v = raw.get(key)
-            if v is not None and not isinstance(v, str):
+        get = raw.get
+        opt = {}
+        for key in _OPTIONAL_TEXT:
+            v = get(key)
+            if v is not None and type(v) is not str:
                 raise ValueError(f"{key} must be a string or null")
-            return v
+            opt[key] = v
+        launch, context, launcher = get("launch"), get("context"), get("launcher")
         return Manifest(
-            run_id=run_id, created_at=created, harness=str(raw.get("harness") or "unknown"),
-            surface=str(raw.get("surface") or "unknown"), cwd=str(raw.get("cwd") or ""),
-            host=str(raw.get("host") or ""), subjects=subjects,
-            parent_run_id=opt_str("parent_run_id"), model=opt_str("model"), repo=opt_str("repo"),
-            worktree=opt_str("worktree"), skill=opt_str("skill"),
-            launch=raw.get("launch") if isinstance(raw.get("launch"), dict) else None,
-            context=raw.get("context") if isinstance(raw.get("context"), dict) else None,
-            runtime_path=opt_str("runtime_path"), runtime_digest=opt_str("runtime_digest"),
-            boot_id=opt_str("boot_id"),
-            launcher=raw.get("launcher") if isinstance(raw.get("launcher"), dict) else None,
+            run_id=run_id, created_at=created, harness=str(get("harness") or "unknown"),
+            surface=str(get("surface") or "unknown"), cwd=str(get("cwd") or ""),
+            host=str(get("host") or ""), subjects=subjects,
+            launch=launch if type(launch) is dict else None,
+            context=context if type(context) is dict else None,
+            launcher=launcher if type(launcher) is dict else None,
+            **opt,
         )
     except KeyError as exc:
         raise RecordError(mpath, f"manifest.json lacks required field {exc.args[0]}") from None
     except ValueError as exc:
         raise RecordError(mpath, f"manifest.json: {exc}") from None
+
+
+# optional text fields of a manifest, in the order they are checked (the first bad one is named)
+_OPTIONAL_TEXT = ("parent_run_id", "model", "repo", "worktree", "skill", "runtime_path", "runtime_digest", "boot_id")
 
 
 def context_valid(run_path: str, manifest: Manifest) -> bool:
@@ -142,6 +147,7 @@ class Terminal:
     valid: bool
     outcome: str | None = None
     ended_at: str | None = None
+    ended_dt: datetime | None = None  # ended_at parsed (UTC)
 
 
 def read_terminal(run_path: str) -> Terminal:
@@ -161,8 +167,9 @@ def read_terminal(run_path: str) -> Terminal:
             return Terminal(True, False)
         # ended_at is required (Loopflow cannot parse a receipt without it): missing or not
         # RFC 3339 makes the receipt unparseable, raising ValueError below.
-        ended_utc = format_utc(parse_rfc3339(raw.get("ended_at")))
-        return Terminal(True, True, outcome, ended_utc)
+        text = raw.get("ended_at")
+        ended = parse_rfc3339(text)
+        return Terminal(True, True, outcome, text if is_canonical_utc(text) else format_utc(ended), ended)
     except (jsonio.JSONDecodeError, ValueError):
         return Terminal(True, False)
 
