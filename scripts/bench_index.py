@@ -149,9 +149,11 @@ def main(argv: list[str]) -> int:
     for _ in scan(home):
         pass
     t_reader = time.perf_counter() - t
+    # best of 3 cold builds (fresh files), like the floor: the machine is shared, and the
+    # first pass of the process also pays one-time imports (SQLAlchemy, Alembic)
     t_cold, s_cold = timed_index(home, f"sqlite:///{base / 'cold-1.sqlite'}")
-    t_cold2, _ = timed_index(home, url)  # best of 2 cold builds (fresh files)
-    t_cold = min(t_cold, t_cold2)
+    t_cold = min(t_cold, timed_index(home, f"sqlite:///{base / 'cold-2.sqlite'}")[0])
+    t_cold = min(t_cold, timed_index(home, url)[0])
     t_none = min(timed_index(home, url)[0] for _ in range(3))
     t_full = min(timed_index(home, url, full=True)[0] for _ in range(3))
     from ledger.records.reader import iter_run_dirs

@@ -296,6 +296,8 @@ def test_sqlite_fast_insert_stores_exactly_what_core_would(home, tmp_path, monke
     import sqlalchemy as sa
 
     damaged_home(home)
+    # a start before year 1000 and off UTC: the timestamp text must still be SQLAlchemy's
+    make_run(home, created_at="0999-06-01T01:02:03.5+02:00")
     fast_url = f"sqlite:///{tmp_path / 'fast.sqlite'}"
     core_url = f"sqlite:///{tmp_path / 'core.sqlite'}"
     par_url = f"sqlite:///{tmp_path / 'parallel.sqlite'}"

@@ -58,9 +58,9 @@ from ledger.records.fold import OVERFLOW, _known, reduce_usage
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
 from ledger.records.model import I64_MAX, MAX_ACROSS_STREAMS, ScanProblem
-from ledger.records.timefmt import parse_rfc3339
+from ledger.records.timefmt import is_canonical_utc, parse_rfc3339
 
-BATCH = 500
+BATCH = 1000
 PREFIX_BYTES = 4096
 RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every ~10 ms
 # A settled record whose directory and events.jsonl have been quiet this long is sealed:
@@ -200,7 +200,6 @@ def _prefix(path: str, n: int) -> str | None:
 # handed to the driver's executemany. A test compares every stored value and SQLite type with
 # Core's (FAST_SQLITE = False). Other databases use Core's executemany with the row dicts.
 FAST_SQLITE = True
-_SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's SQLite DateTime storage format
 _PLANS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
 
 
@@ -225,7 +224,7 @@ def _now_text(now: Any) -> str | None:
     if now is None:
         return None
     if _NOW_TEXT[0] is not now:
-        _NOW_TEXT[0], _NOW_TEXT[1] = now, now.strftime(_SQLITE_DATETIME)
+        _NOW_TEXT[0], _NOW_TEXT[1] = now, _enc_datetime(now)
     return _NOW_TEXT[1]
 
 
@@ -798,7 +797,7 @@ class Indexer:
               out: dict[str, list[tuple]]) -> None:
         """The run's rows, as reader.build_snapshot() sees the run (the index == records tests
         hold the two together), built straight as tuples in column order."""
-        B, D = (_enc_bool, _enc_datetime) if encode else (_same, _same)
+        B = _enc_bool if encode else _same
         u = reduce_usage(state, 1 if torn else 0)
         if terminal.present:
             live = "settled"
@@ -810,7 +809,9 @@ class Indexer:
         rid = manifest.run_id
         skill_invoked = state["skill_invoked"]
         out["runs"].append((
-            home_id, rid, manifest.parent_run_id, D(created), D(ended),
+            home_id, rid, manifest.parent_run_id,
+            _enc_datetime(created, manifest.created_at) if encode else created,
+            _enc_datetime(ended, terminal.ended_at) if encode else ended,
             (ended - created) // _MS if ended is not None else None,
             manifest.harness, manifest.model, manifest.surface, manifest.repo, manifest.worktree, manifest.skill,
             manifest.cwd, manifest.host or None, manifest.boot_id, pid, ticks,
@@ -852,8 +853,15 @@ def _enc_bool(v: Any) -> Any:
     return None if v is None else (1 if v else 0)
 
 
-def _enc_datetime(v: Any) -> Any:
-    return None if v is None else v.strftime(_SQLITE_DATETIME)
+def _enc_datetime(v: Any, text: str | None = None) -> Any:
+    """SQLAlchemy's SQLite DATETIME storage text (zero-padded fields, no offset: ours are UTC).
+    `text`, the RFC 3339 form the value was parsed from, is reused when canonical."""
+    if v is None:
+        return None
+    if text is not None and is_canonical_utc(text):
+        return f"{text[:10]} {text[11:26]}"
+    return (f"{v.year:04d}-{v.month:02d}-{v.day:02d} {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+            f".{v.microsecond:06d}")
 
 
 # The row builders above write tuples in these column orders: checked against the models at
