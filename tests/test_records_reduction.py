@@ -311,6 +311,19 @@ def test_gap_overflow_past_i64_makes_that_total_unknown(home):
     assert snap.usage.output_tokens == 8    # the others are not
 
 
+def test_one_stream_past_i64_or_u64_is_one_gap_each_and_unknown(home):
+    """The single-stream shortcut of reduce_usage keeps the overflow rules."""
+    data = (b'{"schema_version":1,"seq":0,"observed_at":"2026-03-08T06:30:01Z","type":"usage",'
+            b'"usage_stream_id":"' + S1.encode() + b'","provider":"p","model":"m","attempt_key":"attempt-1",'
+            b'"turn_key":"t","observation_seq":1,"counter_kind":"cumulative","start_known":true,'
+            b'"final_receipt":false,"usage":{"input_tokens":100000000000000000000,"output_tokens":'
+            + str(I64_MAX + 1).encode() + b',"cache_read_tokens":7,"cost_usd":0.5}}\n')
+    snap = snap_of(home, data)
+    assert snap.usage.streams == 1
+    assert snap.usage.gaps == 2 and snap.usage.input_tokens is None and snap.usage.output_tokens is None
+    assert snap.usage.cache_read_tokens == 7 and snap.usage.cost_usd == 0.5
+
+
 def test_overflow_of_the_sum_across_streams_is_one_gap(home):
     half = I64_MAX // 2 + 1
     snap = snap_of(home, [rk.usage(0, S1, 1, {"input_tokens": half}), rk.usage(1, S2, 1, {"input_tokens": half})])

@@ -121,6 +121,7 @@ def _rank(v: int) -> float | int:
 
 
 _COUNTER_SET = frozenset(ALL_INT_COUNTERS)
+_INT_COUNTER_SET = frozenset(INT_COUNTERS)
 
 
 def _fold_usage(state: dict[str, Any], ev: dict[str, Any]) -> None:
@@ -429,6 +430,18 @@ def reduce_usage(state: dict[str, Any], extra_gaps: int = 0) -> UsageTotals:
     streams = [st for _, st in sorted(state["streams"].items())]
     totals.streams = len(streams)
     totals.final_streams = sum(1 for st in streams if st["final"])
+    if len(streams) == 1:  # the common case: each total is that stream's value
+        st = streams[0]
+        for name, v in st["c"].items():
+            if name not in _INT_COUNTER_SET:
+                continue
+            if v == OVERFLOW or v > I64_MAX:
+                gaps += 1
+                continue
+            setattr(totals, name, v)
+        totals.cost_usd = st["cost"]
+        totals.gaps = gaps
+        return totals
     for name in INT_COUNTERS:
         values = [st["c"][name] for st in streams if name in st["c"]]
         if not values:
