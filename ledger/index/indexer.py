@@ -268,11 +268,17 @@ class _Work:
     name: str
     dsig: str
     esig: str | None
-    est: os.stat_result | None
+    esize: int | None  # events.jsonl size and inode as stat()ed with esig (None: no file)
+    eino: int | None
     cur: tuple | None  # the light cursor row (see _index_home)
     racy: bool
     shard: str
     sealable: bool  # quiet for SEAL_GRACE; cleared unless the record turns out settled (or damaged)
+
+    def __reduce__(self) -> tuple:
+        # sent to the workers as a plain tuple: pickling dataclass state cost ~10 us per record
+        return (_Work, (self.path, self.name, self.dsig, self.esig, self.esize, self.eino, self.cur, self.racy,
+                        self.shard, self.sealable))
 
 
 PARALLEL_MIN = 64  # records in a batch before projecting them in worker processes
@@ -511,9 +517,9 @@ class Indexer:
                     try:
                         est = stat(path + events_name)
                         esig = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}"
-                        emtime = est.st_mtime_ns
+                        emtime, esize, eino = est.st_mtime_ns, est.st_size, est.st_ino
                     except OSError:
-                        est, esig, emtime = None, None, 0
+                        esig, emtime, esize, eino = None, 0, None, None
                     racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
                     quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
                     cur = cursors.get(name)
@@ -536,7 +542,7 @@ class Indexer:
                         if not racy:
                             s.unchanged += 1
                             continue
-                    batch.append(_Work(path, name, dsig, esig, est, cur, racy, shard, quiet))
+                    batch.append(_Work(path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
                     if len(batch) >= BATCH:
                         done += self._flush(conn, home_id, batch, shard_state, done)
                         processed_any = True
@@ -729,7 +735,7 @@ class Indexer:
         return (
             home_id, w.name, w.shard, status, problem[1] if problem else None, problem[0] if problem else None,
             B(settled), B(w.racy), w.dsig, w.esig, files_sig, context_sig, B(context_ok),
-            _i64(w.est.st_ino) if w.est is not None else None, offset, B(torn), prefix_len, prefix_sha,
+            _i64(w.eino) if w.eino is not None else None, offset, B(torn), prefix_len, prefix_sha,
             rewrites, state.decode() if state is not None else None, D(now),
         )
 
@@ -738,7 +744,7 @@ class Indexer:
         """Read what changed in one record and append its rows + cursor to `out` (tuples in
         column order; encoded for SQLite's driver when `encode`)."""
         path = w.path
-        events_path = os.path.join(path, reader.EVENTS)
+        events_path = path + os.sep + reader.EVENTS  # (a scandir path: no trailing separator)
         files_sig = None  # (reserved) manifest / terminal / provider-session are re-read whenever the record is
         manifest = reader.read_manifest(path)
         terminal = reader.read_terminal(path)  # before the events, like read_run()
@@ -752,7 +758,7 @@ class Indexer:
             poff = prev.events_offset
             if w.esig == prev.events_sig:
                 state, offset, torn, fold = orjson.loads(prev.fold_state), poff, prev.torn, False
-            elif (w.est is not None and _i64(w.est.st_ino) == prev.events_ino and w.est.st_size >= poff
+            elif (w.esize is not None and _i64(w.eino) == prev.events_ino and w.esize >= poff
                   and _prefix(events_path, prev.prefix_len) == prev.prefix_sha256):
                 state, offset = orjson.loads(prev.fold_state), poff  # appended: fold from the offset
             elif poff > 0:
@@ -762,7 +768,7 @@ class Indexer:
             # only up to the size stat()ed with the cursor's signature: a file created or grown
             # since (the writer thread appends while we work) is picked up by the next pass
             # instead of being mistaken for a rewrite then
-            size = w.est.st_size if w.est is not None else 0
+            size = w.esize if w.esize is not None else 0
             head = [] if offset == 0 else None  # a whole read: the prefix hash comes from its first chunk
             state, offset, torn = reader.fold_events(path, state, offset, size=size, head=head)
         assert state is not None

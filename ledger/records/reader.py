@@ -52,13 +52,18 @@ def iter_run_dirs(home: Path) -> Iterator[tuple[str, str]]:
             yield path, name
 
 
+def _join(run_path: str, name: str) -> str:
+    """os.path.join(run_path, name) for a plain file name, without its generality (hot path)."""
+    return run_path + name if run_path.endswith(os.sep) else run_path + os.sep + name
+
+
 def _read_json(path: str) -> Any:
     return jsonio.loads(read_regular(path))
 
 
 def read_manifest(run_path: str | Path) -> Manifest:
     run_path = os.fspath(run_path)
-    mpath = os.path.join(run_path, MANIFEST)
+    mpath = _join(run_path, MANIFEST)
     try:
         raw = _read_json(mpath)
     except FileNotFoundError:
@@ -151,7 +156,7 @@ class Terminal:
 
 
 def read_terminal(run_path: str) -> Terminal:
-    path = os.path.join(run_path, TERMINAL)
+    path = _join(run_path, TERMINAL)
     try:
         data = read_regular(path)
     except FileNotFoundError:
@@ -176,7 +181,7 @@ def read_terminal(run_path: str) -> Terminal:
 
 def read_provider_session(run_path: str) -> str | None:
     try:
-        raw = _read_json(os.path.join(run_path, PROVIDER_SESSION))
+        raw = _read_json(_join(run_path, PROVIDER_SESSION))
     except (OSError, jsonio.JSONDecodeError):
         return None
     sid = raw.get("provider_session_id") if isinstance(raw, dict) else None
@@ -191,7 +196,7 @@ def fold_events(run_path: str, state: dict[str, Any] | None = None, offset: int 
     the size it stat()ed, so its cursor (signature + offset) describes one consistent file.
     """
     state = new_state() if state is None else state
-    path = os.path.join(run_path, EVENTS)
+    path = _join(run_path, EVENTS)
     try:
         new_offset, torn = fold_file(path, state, offset, size=size, head=head)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
