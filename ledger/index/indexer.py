@@ -289,12 +289,18 @@ _TABLES = {t.name: t for t in (runs_t, subjects_t, attempts_t, streams_t, tools_
 _CURSOR_SETTLED = 6  # index of `settled` in an index_cursors row (see _EXPECTED_COLS)
 
 
-def _project_one(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any, encode: bool) -> tuple:
+def _project_one(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any, encode: bool,
+                 out: dict[str, list[tuple]] | None = None) -> tuple:
     """Project one record: (rows per table or None, problem, racy, rewrites detected, settled).
 
     Failures map to a ScanProblem like reader.scan() does. Rows are tuples in column order;
-    with `encode` their values are already what SQLite's driver is given."""
-    out: dict[str, list[tuple]] = {k: [] for k in _OUT_TABLES}
+    with `encode` their values are already what SQLite's driver is given. Given `out`, the
+    rows are appended to its lists instead (and None is returned for them); a failed record
+    leaves no row there."""
+    shared = out is not None
+    if out is None:
+        out = {k: [] for k in _OUT_TABLES}
+    sizes = [len(v) for v in out.values()] if shared else None
     before = ix.summary.rewritten
     try:
         ix._project(home_id, w, prev, now, out, encode)
@@ -308,9 +314,12 @@ def _project_one(ix: "Indexer", home_id: int, w: "_Work", prev: Any, now: Any, e
     rewrites = ix.summary.rewritten - before
     ix.summary.rewritten = before
     if problem is not None:
+        if shared:  # drop whatever the failed record appended
+            for v, n in zip(out.values(), sizes):  # type: ignore[arg-type]
+                del v[n:]
         return None, problem, racy, rewrites, False
     settled = bool(out["index_cursors"][-1][_CURSOR_SETTLED])
-    return {k: v for k, v in out.items() if v}, None, racy, rewrites, settled
+    return None if shared else {k: v for k, v in out.items() if v}, None, racy, rewrites, settled
 
 
 def _project_task(args: tuple) -> tuple:
@@ -333,11 +342,7 @@ def _project_part(args: tuple) -> list[tuple]:
     tables: dict[str, list[tuple]] = {k: [] for k in _OUT_TABLES}
     metas = []
     for w, prev in zip(works, prevs):
-        rows, problem, racy, rewrites, settled = _project_one(probe, home_id, w, prev, now, True)
-        if rows:
-            for k, v in rows.items():
-                tables[k].extend(v)
-        metas.append((None, problem, racy, rewrites, settled))
+        metas.append(_project_one(probe, home_id, w, prev, now, True, tables))
     shutil.copyfile(template, out_path)
     db = sqlite3.connect(out_path, isolation_level=None)
     try:
