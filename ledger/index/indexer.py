@@ -362,6 +362,7 @@ def _scratch_template(directory: str) -> str:
     path = os.path.join(directory, "template.sqlite")
     db = sqlite3.connect(path)
     try:
+        db.execute(f"PRAGMA page_size = {dbmod.PAGE_SIZE}")
         for table in _TABLES.values():
             db.execute(f'CREATE TABLE "{table.name}" ({", ".join(chr(34) + n + chr(34) for n in _plan(table)[1])})')
         db.commit()
