@@ -135,7 +135,11 @@ def main(argv: list[str]) -> int:
         p.unlink()
     # the no-change budget is about settled history: let the newest run become quiet first
     # (a settled run is sealed once quiet for SEAL_GRACE; see ledger/index/indexer.py)
-    newest = max(os.stat(p).st_mtime for p in (home / "runs").iterdir())
+    from ledger.records.reader import iter_run_dirs
+
+    # (a --keep'd home had events appended by the previous run's last step)
+    newest = max([os.stat(p).st_mtime for p in (home / "runs").iterdir()]
+                 + [os.stat(os.path.join(p, "events.jsonl")).st_mtime for p, _ in iter_run_dirs(home)])
     wait = indexer.SEAL_GRACE_NS / 1e9 - (time.time() - newest)
     if wait > 0:
         print(f"waiting {wait:.1f}s for the newest runs to be sealable", file=sys.stderr)
@@ -156,8 +160,6 @@ def main(argv: list[str]) -> int:
     t_cold = min(t_cold, timed_index(home, url)[0])
     t_none = min(timed_index(home, url)[0] for _ in range(3))
     t_full = min(timed_index(home, url, full=True)[0] for _ in range(3))
-    from ledger.records.reader import iter_run_dirs
-
     dirs = [p for p, _ in iter_run_dirs(home)]
     chosen = dirs[:: max(1, len(dirs) // max(1, len(dirs) // 100))][: max(1, len(dirs) // 100)]
     for path in chosen:
