@@ -298,6 +298,8 @@ def test_sqlite_fast_insert_stores_exactly_what_core_would(home, tmp_path, monke
     damaged_home(home)
     # a start before year 1000 and off UTC: the timestamp text must still be SQLAlchemy's
     make_run(home, created_at="0999-06-01T01:02:03.5+02:00")
+    # tool names travel through JSON in the parallel path: escapes, non-ASCII, empty, repeats
+    make_run(home, tools=("Bash", 'we"ird\\na\u0000me', "ünïcødé 🚀", "", "Bash", "Edit"))
     fast_url = f"sqlite:///{tmp_path / 'fast.sqlite'}"
     core_url = f"sqlite:///{tmp_path / 'core.sqlite'}"
     par_url = f"sqlite:///{tmp_path / 'parallel.sqlite'}"
