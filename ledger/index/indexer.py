@@ -282,6 +282,7 @@ class _Work:
 
 
 PARALLEL_MIN = 64  # records in a batch before projecting them in worker processes
+FIRST_BATCH = 256  # the first batch is small: the workers start while the scan goes on
 
 
 _OUT_TABLES = ("runs", "subjects", "attempts", "usage_streams", "tool_uses", "index_cursors")
@@ -369,6 +370,8 @@ def _scratch_template(directory: str) -> str:
     db = sqlite3.connect(path)
     try:
         db.execute(f"PRAGMA page_size = {dbmod.PAGE_SIZE}")
+        db.execute("PRAGMA journal_mode = OFF")  # (a scratch template: no fsync)
+        db.execute("PRAGMA synchronous = OFF")
         for table in _TABLES.values():
             db.execute(f'CREATE TABLE "{table.name}" ({", ".join(chr(34) + n + chr(34) for n in _plan(table)[1])})')
         db.execute(f'CREATE TABLE "{_TOOLS_JSON}" (home_id, run_id, tools)')
@@ -556,7 +559,7 @@ class Indexer:
                             s.unchanged += 1
                             continue
                     batch.append(_Work(path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
-                    if len(batch) >= BATCH:
+                    if len(batch) >= (BATCH if self._done or self._pending is not None else FIRST_BATCH):
                         done += self._flush(conn, home_id, batch, shard_state, done)
                         processed_any = True
             gone = [name for name in cursors if name not in seen]
