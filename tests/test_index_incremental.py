@@ -351,3 +351,23 @@ def test_rebuild_keeps_reports_identical_including_a_newer_schema_on_the_server(
         third = cli("report", "run", "--json", "--tz", "UTC", "--db", db_url)
         assert third.exit_code == 0, third.output
         assert third.stdout == first.stdout
+
+
+def test_fresh_build_creates_its_schema_for_no_home_and_empty_homes(home, tmp_path):
+    """A fresh SQLite build creates the schema lazily (while the first records are read):
+    it must still exist when there is nothing to read, and home ids follow the homes' order."""
+    import sqlite3
+
+    index_homes([], f"sqlite:///{tmp_path / 'none.sqlite'}")
+    db = sqlite3.connect(tmp_path / "none.sqlite")
+    assert db.execute("SELECT count(*) FROM runs_v").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM homes").fetchone() == (0,)
+
+    (home / "runs").mkdir(parents=True, exist_ok=True)  # `home`: the (empty) default home
+    full = tmp_path / "full"
+    make_run(full)
+    url = f"sqlite:///{tmp_path / 'two.sqlite'}"
+    assert index_homes([home, full], url).new == 1
+    db = sqlite3.connect(tmp_path / "two.sqlite")
+    assert db.execute("SELECT home_id, path FROM homes ORDER BY home_id").fetchall() == [(1, str(home)), (2, str(full))]
+    assert cli("runs", "--json", "--all", "--db", url, "--home", str(full)).stdout == records_runs_json(full)

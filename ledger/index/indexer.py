@@ -385,8 +385,14 @@ class Indexer:
     """Index homes into an open engine. `progress(done, total)` is called while working."""
 
     def __init__(self, engine: Any, *, progress: Progress | None = None, single_transaction: bool = False,
-                 racy_ns: int | None = None, full: bool = False, workers: int | None = None) -> None:
+                 racy_ns: int | None = None, full: bool = False, workers: int | None = None,
+                 prepare: Callable[[Any], None] | None = None) -> None:
+        """`prepare`, for a build into an empty database: called once (with the connection)
+        before the first write; until then the scan does not query the database, so the
+        schema is created while the workers already read the first records."""
         self.engine = engine
+        self._prepare = prepare
+        self._fresh_homes: dict[str, int] = {}
         self.full = full
         self.progress = progress
         self.single = single_transaction
@@ -415,6 +421,7 @@ class Indexer:
         try:
             for home in homes:
                 self._index_home(conn, os.path.abspath(os.fspath(home)))
+            self._ready(conn)  # (a fresh build of no home still gets its schema)
         finally:
             if self._pool is not None:
                 self._pool.terminate()
@@ -442,7 +449,19 @@ class Indexer:
             return nullcontext()
         return conn.begin()
 
+    def _ready(self, conn: Any) -> None:
+        """Before the first write of a fresh build: create the schema, register the homes."""
+        if self._prepare is None:
+            return
+        prepare, self._prepare = self._prepare, None
+        prepare(conn)
+        with self._txn(conn):
+            for home, home_id in self._fresh_homes.items():
+                conn.execute(sa.insert(homes_t).values(home_id=home_id, path=home, added_at=dbmod.now_utc()))
+
     def _home_id(self, conn: Any, home: str) -> int:
+        if self._prepare is not None:  # a fresh build: ids in order, rows written by _ready()
+            return self._fresh_homes.setdefault(home, len(self._fresh_homes) + 1)
         with self._txn(conn):
             row = conn.execute(sa.select(homes_t.c.home_id).where(homes_t.c.path == home)).first()
             if row is not None:
@@ -460,9 +479,12 @@ class Indexer:
         sh = shards_t.c
         c = cursors_t.c
         r = runs_t.c
-        with self._txn(conn):
-            shard_rows = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
-                "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = :h"), {"h": home_id})}
+        fresh = self._prepare is not None  # an empty database: nothing to look up
+        shard_rows: dict[str, tuple] = {}
+        if not fresh:
+            with self._txn(conn):
+                shard_rows = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
+                    "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = :h"), {"h": home_id})}
         # 1. shard directories: a sealed shard whose directory did not change is not opened
         scan: list[tuple[str, str, str, bool]] = []
         skipped: list[str] = []
@@ -482,15 +504,17 @@ class Indexer:
                 scan.append((shard, spath, ssig, sracy))
         on_disk = {x[0] for x in scan}.union(skipped)
         gone_shards = [sd for sd in shard_rows if sd not in on_disk]
-        with self._txn(conn):
-            if skipped:  # damaged records of sealed shards are still listed on every pass
-                skipped_set = set(skipped)
-                s.skipped.extend(ScanProblem(pp, pr) for sd, pp, pr in conn.execute(
-                    sa.select(c.shard, c.problem_path, c.problem)
-                    .where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)) if sd in skipped_set)
-            unsettled = {row[0]: tuple(row[1:]) for row in conn.execute(
-                sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state)
-                .where(r.home_id == home_id, r.settled == sa.false()))}
+        unsettled: dict[str, tuple] = {}
+        if not fresh:
+            with self._txn(conn):
+                if skipped:  # damaged records of sealed shards are still listed on every pass
+                    skipped_set = set(skipped)
+                    s.skipped.extend(ScanProblem(pp, pr) for sd, pp, pr in conn.execute(
+                        sa.select(c.shard, c.problem_path, c.problem)
+                        .where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)) if sd in skipped_set)
+                unsettled = {row[0]: tuple(row[1:]) for row in conn.execute(
+                    sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state)
+                    .where(r.home_id == home_id, r.settled == sa.false()))}
         relive: list[dict[str, Any]] = []
         shard_state: dict[str, list] = {}  # shard -> [dir_sig, sealed, runs]
         removed_any = False
@@ -511,12 +535,14 @@ class Indexer:
         events_name = os.sep + reader.EVENTS
         for i in range(0, len(scan), 64):
             group = scan[i:i + 64]
-            with self._txn(conn):
-                cursors = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
-                    "SELECT run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem "
-                    "FROM index_cursors WHERE home_id = :h AND shard IN :shards")
-                    .bindparams(sa.bindparam("shards", expanding=True)),
-                    {"h": home_id, "shards": [g[0] for g in group]}).fetchall()}
+            cursors: dict[str, tuple] = {}
+            if not (fresh and self._prepare is not None):
+                with self._txn(conn):
+                    cursors = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
+                        "SELECT run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem "
+                        "FROM index_cursors WHERE home_id = :h AND shard IN :shards")
+                        .bindparams(sa.bindparam("shards", expanding=True)),
+                        {"h": home_id, "shards": [g[0] for g in group]}).fetchall()}
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = [ssig, not sracy, 0]
@@ -581,7 +607,8 @@ class Indexer:
                    for sd, st in shard_state.items()
                    if sd not in shard_rows or (shard_rows[sd][0], bool(shard_rows[sd][1]), shard_rows[sd][2])
                    != (st[0], st[1], st[2])]
-        if processed_any or removed_any or relive or changed:  # a pass that found nothing writes nothing
+        if fresh or processed_any or removed_any or relive or changed:  # a pass that found nothing writes nothing
+            self._ready(conn)
             with self._txn(conn):
                 if changed:
                     conn.execute(sa.delete(shards_t).where(sh.home_id == home_id,
@@ -660,6 +687,7 @@ class Indexer:
         return self._scratch
 
     def _finish_batch(self, conn: Any, home_id: int, pending: tuple, shard_state: dict[str, list]) -> None:
+        self._ready(conn)  # (a fresh build creates its schema here, while the workers read)
         batch, prevs, now, handle, encode = pending
         scratch: list[str] = []
         if handle is None:

@@ -79,9 +79,13 @@ def _build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | Non
     eng = dbmod.engine(f"sqlite:///{tmp}", mode="build")
     try:
         with eng.connect() as conn:
-            with conn.begin():
-                dbmod.upgrade(conn)
-            summary = Indexer(eng, progress=progress, racy_ns=racy_ns, full=full).index(conn, homes)
+            def create_schema(c: Any) -> None:
+                with c.begin():
+                    dbmod.upgrade(c)
+
+            # the schema is created once the first records are being read (see Indexer)
+            summary = Indexer(eng, progress=progress, racy_ns=racy_ns, full=full,
+                              prepare=create_schema).index(conn, homes)
             # outside any transaction (SQLAlchemy would begin one): the raw sqlite3 connection
             conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL").fetchall()
     except BaseException:
