@@ -402,3 +402,20 @@ def test_liveness_settled_run_is_settled(home):
 def test_start_ticks_of_this_process_are_known():
     assert process_start_ticks(os.getpid()) is not None
     assert process_start_ticks(2**22 + 12345) is None  # above pid_max: no such process
+
+
+def test_small_record_files_past_one_read_or_not_regular(home):
+    """Manifest / receipt / provider session are read in one go when small; bigger ones are
+    read on, and a device in their place is refused, never read forever."""
+    big = rk.make_run(home, launch={"argv": ["x" * 200_000]}, term=rk.terminal())  # manifest > 64 KiB
+    assert (big / "manifest.json").stat().st_size > 200_000
+    snap = read_run(big)
+    assert snap.id == big.name and snap.outcome == "completed"
+    dev = rk.make_run(home, events=[])
+    (dev / "terminal.json").symlink_to("/dev/zero")
+    assert read_run(dev).evidence_gaps == 1  # an unreadable receipt: one gap
+    (dev / "manifest.json").unlink()
+    (dev / "manifest.json").symlink_to("/dev/urandom")
+    snaps, problems = scan_split(home)
+    assert [s.id for s in snaps] == [big.name]
+    assert len(problems) == 1 and "not a regular file" in problems[0].reason

@@ -60,13 +60,21 @@ def open_regular(path: str) -> BinaryIO:
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 _SMALL_MAX = 64 << 20  # a manifest / receipt bigger than this is not one ledger wrote
+_SMALL_READ = 64 << 10
 
 
 def read_regular(path: str) -> bytes:
     """The whole content of a small record file (manifest, receipt...), with open_regular()'s
-    checks, in raw os calls: no buffered file object for a few hundred bytes."""
+    checks, in raw os calls: no buffered file object for a few hundred bytes.
+
+    One read of up to _SMALL_READ bytes first: a short, non-empty result is a small file read
+    whole (without O_NONBLOCK's help a FIFO could not get here; with it a FIFO reads empty;
+    a device fills the buffer). Only an empty or full first read is checked with fstat()."""
     fd = os.open(path, _OPEN_FLAGS)
     try:
+        data = os.read(fd, _SMALL_READ)
+        if 0 < len(data) < _SMALL_READ:
+            return data
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             if stat.S_ISDIR(st.st_mode):
@@ -74,15 +82,14 @@ def read_regular(path: str) -> bytes:
             raise OSError(errno.EINVAL, "not a regular file", path)
         if st.st_size > _SMALL_MAX:
             raise OSError(errno.EFBIG, "file too large for a record file", path)
-        data = os.read(fd, st.st_size + 1)  # +1: a file that grew since fstat is read on below
-        if len(data) > st.st_size:
-            parts = [data]
-            while chunk := os.read(fd, 1 << 20):
-                parts.append(chunk)
-                if sum(map(len, parts)) > _SMALL_MAX:
-                    raise OSError(errno.EFBIG, "file too large for a record file", path)
-            data = b"".join(parts)
-        return data
+        parts = [data]
+        total = len(data)
+        while chunk := os.read(fd, 1 << 20):
+            parts.append(chunk)
+            total += len(chunk)
+            if total > _SMALL_MAX:
+                raise OSError(errno.EFBIG, "file too large for a record file", path)
+        return b"".join(parts)
     finally:
         os.close(fd)
 
