@@ -613,7 +613,12 @@ class Indexer:
                 if changed:
                     conn.execute(sa.delete(shards_t).where(sh.home_id == home_id,
                                                            sh.shard.in_([x["shard"] for x in changed])))
-                    conn.execute(sa.insert(shards_t), changed)
+                    if FAST_SQLITE and conn.dialect.name == "sqlite":
+                        names = _plan(shards_t)[1]
+                        insert_encoded(conn, shards_t, [tuple(_enc_bool(x[n]) if n == "sealed" else x[n]
+                                                              for n in names) for x in changed])
+                    else:
+                        conn.execute(sa.insert(shards_t), changed)
                 conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
                              .values(last_indexed_at=dbmod.now_utc()))
 
