@@ -54,7 +54,8 @@ def generate(path: Path, n: int, seed: int = 7) -> dict[str, int]:
     """N runs with their usage streams and subjects, in one transaction."""
     from ledger.index import db as dbmod
 
-    eng = dbmod.engine(f"sqlite:///{path}", mode="write")
+    # created like `ledger index` creates an index (a fresh build: its page size included)
+    eng = dbmod.engine(f"sqlite:///{path}", mode=os.environ.get("LEDGER_BENCH_CREATE_MODE", "build"))
     with eng.connect() as conn, conn.begin():
         dbmod.upgrade(conn)
     eng.dispose()

@@ -155,3 +155,34 @@ def test_index_files_are_private(home):
     for name in os.listdir(home):
         if name.startswith("index.sqlite"):
             assert stat.S_IMODE(os.stat(home / name).st_mode) & 0o077 == 0, name
+
+
+def test_indexer_killed_mid_build_leaves_nothing_behind(home):
+    """SIGKILL a real `ledger index` while it builds: the next pass removes the dead build's
+    files (the temporary index, the workers' scratch directory) and indexes correctly."""
+    import subprocess
+    import sys
+    import time
+
+    import recordkit as rk
+
+    for _ in range(1500):  # a build long enough to be caught in the middle
+        rk.make_run(home, events=rk.golden_events(), term=rk.terminal())
+
+    def leftovers():
+        return sorted(n for n in os.listdir(home) if ".rebuild-" in n or n.startswith(".ledger-index-parts-"))
+
+    proc = subprocess.Popen([sys.executable, "-m", "ledger", "index"], env=dict(os.environ),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not any(n.startswith(".ledger-index-parts-") for n in leftovers()) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the build never started"
+        time.sleep(0.002)
+    proc.kill()
+    proc.wait()
+    assert proc.returncode == -9, "the build finished before it could be killed"
+    assert leftovers() and not (home / "index.sqlite").exists()
+    res = cli("index")
+    assert res.exit_code == 0, res.output
+    assert leftovers() == []
+    assert cli("runs", "--json", "--all").stdout == records_runs_json(home)

@@ -306,6 +306,7 @@ def test_sqlite_fast_insert_stores_exactly_what_core_would(home, tmp_path, monke
     index_homes([home], fast_url)
     with monkeypatch.context() as m:  # the rows encoded in worker processes, too
         m.setattr(indexer_mod, "PARALLEL_MIN", 1)
+        m.setattr(os, "cpu_count", lambda: 2)
         index_homes([home], par_url)
     monkeypatch.setattr(indexer_mod, "FAST_SQLITE", False)
     index_homes([home], core_url)
@@ -371,3 +372,27 @@ def test_fresh_build_creates_its_schema_for_no_home_and_empty_homes(home, tmp_pa
     db = sqlite3.connect(tmp_path / "two.sqlite")
     assert db.execute("SELECT home_id, path FROM homes ORDER BY home_id").fetchall() == [(1, str(home)), (2, str(full))]
     assert cli("runs", "--json", "--all", "--db", url, "--home", str(full)).stdout == records_runs_json(full)
+
+
+def test_scratch_files_are_removed_and_stale_ones_cleaned(home, tmp_path, monkeypatch):
+    """The parallel path's scratch directory (next to the index) is gone after a pass, and one
+    left by an indexer that died (its pid no longer exists) is removed by the next pass."""
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        make_run(home)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{indexer_mod.SCRATCH_PREFIX}{dead.pid}-x"
+    stale.mkdir()
+    (stale / "part-1.sqlite").write_bytes(b"old")
+    alive = tmp_path / f"{indexer_mod.SCRATCH_PREFIX}1-y"  # pid 1 always exists: not touched
+    alive.mkdir()
+    monkeypatch.setattr(indexer_mod, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the parallel path even on a 1-core machine
+    url = f"sqlite:///{tmp_path / 'index.sqlite'}"
+    assert index_homes([home], url).new == 3
+    assert cli("runs", "--json", "--all", "--db", url).stdout == records_runs_json(home)
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(indexer_mod.SCRATCH_PREFIX))
+    assert left == [alive.name]

@@ -28,8 +28,13 @@ A damaged record (bad manifest, malformed complete line...) is listed with its p
 reason, its cursor remembers the problem (so it is not re-read until it changes) and it
 has no rows; the scan goes on. Directories that disappeared are removed from the index.
 
-Rows are written with Core executemany in batches of BATCH records per transaction, as the
-records are found (memory stays flat in the size of the history).
+Records are processed in batches of BATCH as they are found (memory stays flat in the size
+of the history), each batch's cursors committed with its rows. Large batches are projected
+in forked worker processes, pipelined with the writes: on SQLite each worker writes its
+slice's rows into a scratch SQLite file next to the index (removed after use; a dead
+indexer's are cleaned by the next pass) that the writer copies with INSERT ... SELECT; on
+other databases rows come back to the writer for Core's executemany. A fresh build
+(`prepare`) creates its schema while the workers read the first records.
 """
 
 from __future__ import annotations
@@ -365,6 +370,29 @@ def _project_part(args: tuple) -> list[tuple]:
     return metas
 
 
+SCRATCH_PREFIX = ".ledger-index-parts-"  # + the indexing process's pid + "-" + random
+
+
+def _remove_stale_scratch(directory: str) -> None:
+    """Scratch directories left by an indexer that died (its pid is gone) are removed."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(SCRATCH_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(SCRATCH_PREFIX):].partition("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or not ours to signal): leave it
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+
 def _scratch_template(directory: str) -> str:
     path = os.path.join(directory, "template.sqlite")
     db = sqlite3.connect(path)
@@ -686,8 +714,9 @@ class Indexer:
                 conn.connection.driver_connection.execute("SELECT value FROM json_each('[1]')").fetchall()
             except sqlite3.Error:
                 return None
-            self._scratch = tempfile.mkdtemp(prefix=".ledger-index-parts-",
-                                             dir=os.path.dirname(os.path.abspath(database)))
+            directory = os.path.dirname(os.path.abspath(database))
+            _remove_stale_scratch(directory)
+            self._scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=directory)
             self._template = _scratch_template(self._scratch)
         return self._scratch
 

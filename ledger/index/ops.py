@@ -68,11 +68,37 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     return summary
 
 
+def _remove_stale_builds(path: Path) -> None:
+    """Build files (`<index>.rebuild-<pid>` and its -journal/-wal/-shm) of a build that died:
+    the caller holds the writer lock, so no live ledger process on this host is building."""
+    prefix = f"{path.name}.rebuild-"
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].partition("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # a live process (on a shared directory, another host's is not ours)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        try:
+            os.unlink(path.parent / name)
+        except OSError:
+            pass
+
+
 def _build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | None, full: bool = False) -> Any:
     """Build a complete index of `homes` in a temporary file next to `path`; return (tmp, summary)."""
     from ledger.index.indexer import Indexer
 
     tmp = path.with_name(f"{path.name}.rebuild-{os.getpid()}")
+    _remove_stale_builds(path)
     dbmod.remove_sqlite_files(tmp)
     # created 0600 before SQLite opens it (its -wal/-shm inherit the mode): nothing leaks
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
