@@ -201,23 +201,22 @@ def _prefix(path: str, n: int) -> str | None:
 
 
 # SQLite bulk writes skip SQLAlchemy's per-row parameter processing (the largest cost of a
-# cold index): rows are encoded as SQLAlchemy would store them, in the worker processes, and
-# handed to the driver's executemany. A test compares every stored value and SQLite type with
-# Core's (FAST_SQLITE = False). Other databases use Core's executemany with the row dicts.
+# cold index): rows are built as tuples holding what SQLAlchemy would store (_rows,
+# _cursor_row) and go straight to the driver, through the workers' scratch files or
+# executemany. A test compares every stored value and SQLite type with Core's
+# (FAST_SQLITE = False). Other databases get the rows as dicts through Core's executemany.
 FAST_SQLITE = True
-_PLANS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+_PLANS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
-def _plan(table: sa.Table) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(INSERT statement, column names, DateTime columns, Boolean columns) of a table."""
+def _plan(table: sa.Table) -> tuple[str, tuple[str, ...]]:
+    """(INSERT statement, column names) of a table."""
     plan = _PLANS.get(table.name)
     if plan is None:
         names = tuple(col.name for col in table.columns)
         sql = (f'INSERT INTO "{table.name}" ({", ".join(chr(34) + n + chr(34) for n in names)}) '
                f'VALUES ({", ".join("?" for _ in names)})')
-        plan = _PLANS[table.name] = (
-            sql, names, tuple(col.name for col in table.columns if isinstance(col.type, sa.DateTime)),
-            tuple(col.name for col in table.columns if isinstance(col.type, sa.Boolean)))
+        plan = _PLANS[table.name] = (sql, names)
     return plan
 
 
@@ -429,6 +428,7 @@ class Indexer:
         self.workers = workers if workers is not None else min(4, os.cpu_count() or 1)
         self._pool: Any = None
         self._scratch: str | None = None  # directory of the workers' scratch files (SQLite)
+        self._no_scratch = False
         self._template = ""
         self._parts = 0
         self._pending: tuple | None = None
@@ -706,7 +706,8 @@ class Indexer:
     def _scratch_dir(self, conn: Any) -> str | None:
         """The workers' scratch directory, next to the SQLite index file (None for an
         in-memory database: rows then travel back to this process)."""
-        if self._scratch is None:
+        if self._scratch is None and not self._no_scratch:
+            self._no_scratch = True  # until proven otherwise below
             database = conn.engine.url.database
             if not database or database == ":memory:" or database.startswith("file:"):
                 return None
@@ -716,8 +717,15 @@ class Indexer:
                 return None
             directory = os.path.dirname(os.path.abspath(database))
             _remove_stale_scratch(directory)
-            self._scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=directory)
-            self._template = _scratch_template(self._scratch)
+            try:
+                self._scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=directory)
+                self._template = _scratch_template(self._scratch)
+            except (OSError, sqlite3.Error):  # no room for scratch files: rows travel back instead
+                if self._scratch is not None:
+                    shutil.rmtree(self._scratch, ignore_errors=True)
+                    self._scratch = None
+                return None
+            self._no_scratch = False
         return self._scratch
 
     def _finish_batch(self, conn: Any, home_id: int, pending: tuple, shard_state: dict[str, list]) -> None:
@@ -791,7 +799,7 @@ class Indexer:
                     self._delete(conn, home_id, known, with_cursors=True)
                 for table in (runs_t, subjects_t, attempts_t, streams_t, tools_t, cursors_t):
                     if aliases:
-                        cols = _plan(table)[0].split("(", 1)[1].split(")", 1)[0]
+                        cols = ", ".join(f'"{n}"' for n in _plan(table)[1])
                         for alias in aliases:
                             if table is tools_t:
                                 raw.execute(f'INSERT INTO main."tool_uses" ({cols}) SELECT t.home_id, t.run_id, '
