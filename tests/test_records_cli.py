@@ -45,6 +45,7 @@ def golden_capture(home, subject="task:LOO-265"):
 
 
 def test_runs_json_all_on_an_empty_home_prints_an_empty_array(home):
+    home.mkdir()  # an existing home with no runs yet (a missing home is an error: test_hostile_input.py)
     res = invoke("runs", "--json", "--all", "--home", str(home))
     assert res.exit_code == 0, res.output
     assert res.stdout.strip() == "[]"

@@ -44,15 +44,23 @@ def upgrade(home: HomeOpt = None, db: DbOpt = None) -> None:
 @app.command("check")
 @handle_errors
 def check(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
-    """Check the index thoroughly: header, revision, PRAGMA quick_check, schema vs models."""
-    from ledger.index.ops import db_check
+    """Check the index thoroughly: header, revision, PRAGMA quick_check, schema vs models.
 
-    problems = db_check(_url(home, db))
+    Also lists the damaged copies kept next to an SQLite index (`index.sqlite.corrupt-*`,
+    the newest 3 are kept).
+    """
+    from ledger.index.ops import db_check, set_aside_list
+
+    url = _url(home, db)
+    problems = db_check(url)
+    kept = set_aside_list(url)
     if json_:
-        print_json({"ok": not problems, "problems": problems})
+        print_json({"ok": not problems, "problems": problems, "set_aside": kept})
     else:
         for p in problems:
             err(f"problem: {p}")
+        for k in kept:
+            err(f"kept damaged copy: {k}")
         err("index ok" if not problems else "index has problems; fix with `ledger index --rebuild`")
     if problems:
         raise typer.Exit(1)

@@ -83,11 +83,49 @@ def default_url(home: str | os.PathLike[str]) -> str:
     return f"sqlite:///{os.path.join(os.path.abspath(os.fspath(home)), 'index.sqlite')}"
 
 
+# Schemes ledger can keep an index in. A bare `postgresql://` means psycopg 3 here (the
+# driver ledger installs); SQLAlchemy alone would pick psycopg2, which is not installed.
+SERVER_DRIVERS = {"postgresql": "psycopg", "postgres": "psycopg"}
+URL_HINT = ("pass --db a path (e.g. --db ~/ledger/index.sqlite), sqlite:////absolute/path.sqlite, "
+            "or postgresql+psycopg://user@host/db")
+
+
+def normalize_url(value: str) -> str:
+    """What a person typed for `--db` / `LEDGER_DB` as an SQLAlchemy URL.
+
+    A bare path is an SQLite file (people type paths); `postgresql://` uses psycopg 3.
+    Anything ledger cannot keep an index in is refused here, before anything is opened.
+    """
+    if not value.strip():
+        raise IndexError_("cannot open the index: --db / LEDGER_DB is empty", hint=URL_HINT)
+    if value == ":memory:":
+        raise IndexError_("cannot open the index :memory:: an in-memory SQLite index cannot be kept",
+                          hint=URL_HINT)
+    if "://" not in value:
+        if "\x00" in value:
+            raise IndexError_("cannot open the index: the path contains a NUL byte", hint=URL_HINT)
+        return "sqlite:///" + os.path.abspath(os.path.expanduser(value)) + ("/" if value.endswith("/") else "")
+    scheme, rest = value.split("://", 1)
+    dialect, _, driver = scheme.partition("+")
+    if dialect == "sqlite":
+        if driver and driver != "pysqlite":
+            raise IndexError_(f"cannot open the index {value}: SQLite driver {driver!r} is not supported",
+                              hint="use sqlite:///PATH")
+        if rest.startswith("/~"):  # sqlite:///~/x: a home-relative path, as a shell would expand it
+            rest = "/" + os.path.expanduser(rest[1:])
+        return "sqlite://" + rest
+    if dialect in SERVER_DRIVERS:
+        return f"postgresql+{driver or SERVER_DRIVERS[dialect]}://{rest}"
+    raise IndexError_(f"cannot open the index {redact_url(value)}: unsupported database {dialect!r} "
+                      "(ledger keeps its index in SQLite or PostgreSQL)", hint=URL_HINT)
+
+
 def resolve_url(home: str | os.PathLike[str], db: str | None = None,
                 env: dict[str, str] | os._Environ[str] | None = None) -> str:
-    """`--db`, else `$LEDGER_DB`, else SQLite in the (first) home."""
+    """`--db`, else `$LEDGER_DB`, else SQLite in the (first) home; normalized (see normalize_url)."""
     env = os.environ if env is None else env
-    return db or env.get("LEDGER_DB") or default_url(home)
+    named = db or env.get("LEDGER_DB")
+    return normalize_url(named) if named else default_url(home)
 
 
 def is_sqlite(url: str) -> bool:
@@ -98,11 +136,14 @@ def sqlite_path(url: str) -> Path:
     """The file of a `sqlite:///...` URL (in-memory databases are refused: nothing to keep)."""
     rest = url.split(":", 1)[1]
     if not rest.startswith("///"):
-        raise IndexError_(f"unsupported SQLite URL {url!r}: expected sqlite:///PATH",
-                          hint="pass --db sqlite:////absolute/path/index.sqlite")
+        raise IndexError_(f"cannot open the index {url}: expected sqlite:///PATH", hint=URL_HINT)
     path = rest[3:].split("?", 1)[0]
     if not path or path == ":memory:":
-        raise IndexError_("an in-memory SQLite index cannot be kept", hint="pass --db sqlite:///PATH")
+        raise IndexError_("cannot open the index: an in-memory SQLite index cannot be kept", hint=URL_HINT)
+    if path.endswith("/"):
+        # a trailing slash names a directory: never an index file, never created or moved
+        raise IndexError_(f"cannot open the index {path}: the path names a directory, not an index file",
+                          hint=URL_HINT)
     return Path(os.path.abspath(path))
 
 
@@ -122,10 +163,33 @@ def redact_url(url: str) -> str:
 
 
 @contextmanager
-def flock(path: Path, exclusive: bool) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def flock(path: Path, exclusive: bool, waiting: str | None = None, notify: Callable[[str], None] | None = None,
+          ) -> Iterator[None]:
+    """Hold an flock on `path` (created 0600). When another process holds it, `notify` is told
+    once what we wait for (`waiting`), so a queued command never hangs silently.
+
+    A lock file that cannot be created (a read-only home) is opened read-only (flock works on
+    any descriptor); when it does not exist at all there is no writer to wait for.
+    """
+    fd: int | None = None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+    if fd is None:
+        yield
+        return
+    try:
+        op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if notify is not None and waiting:
+                notify(f"ledger: waiting for {waiting} (lock {path})")
+            fcntl.flock(fd, op)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -148,6 +212,10 @@ class FileStatus:
     kind: str  # ok | missing | upgrade | corrupt
     detail: str = ""
     revision: str | None = None
+    # provably ledger's: missing, empty, or carrying ledger's application_id. Only such a file
+    # may be set aside when the user named it; a directory or device never is.
+    ours: bool = True
+    regular: bool = True
 
 
 def _ro_uri(path: Path) -> str:
@@ -156,16 +224,18 @@ def _ro_uri(path: Path) -> str:
 
 def inspect_sqlite(path: Path) -> FileStatus:
     """Classify the index file without a full scan (a few hundred bytes + two tiny queries)."""
+    import stat as stat_mod
+
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return FileStatus("missing", "missing")
     except OSError as exc:
-        return FileStatus("corrupt", f"unreadable ({exc.strerror})")
-    import stat as stat_mod
-
+        return FileStatus("corrupt", f"unreadable ({exc.strerror})", ours=False, regular=False)
+    if stat_mod.S_ISDIR(st.st_mode):
+        return FileStatus("corrupt", "a directory, not an index file", ours=False, regular=False)
     if not stat_mod.S_ISREG(st.st_mode):
-        return FileStatus("corrupt", "not a regular file")
+        return FileStatus("corrupt", "not a regular file", ours=False, regular=False)
     size = st.st_size
     if size == 0:
         return FileStatus("corrupt", "empty (0 bytes)")
@@ -173,18 +243,20 @@ def inspect_sqlite(path: Path) -> FileStatus:
         with open(path, "rb") as f:
             head = f.read(100)
     except OSError as exc:
-        return FileStatus("corrupt", f"unreadable ({exc.strerror})")
+        return FileStatus("corrupt", f"unreadable ({exc.strerror})", ours=False)
+    ours = len(head) >= 72 and int.from_bytes(head[68:72], "big") == APPLICATION_ID
     if not head.startswith(SQLITE_MAGIC):
-        return FileStatus("corrupt", "not an SQLite database (bad file header)")
+        return FileStatus("corrupt", "not an SQLite database (bad file header)", ours=ours)
     if len(head) < 100:
-        return FileStatus("corrupt", f"truncated ({size} bytes)")
+        return FileStatus("corrupt", f"truncated ({size} bytes)", ours=ours)
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     if page_size < 512 or page_size & (page_size - 1):
-        return FileStatus("corrupt", "damaged (bad page size in the header)")
+        return FileStatus("corrupt", "damaged (bad page size in the header)", ours=ours)
     app_id = int.from_bytes(head[68:72], "big")
     if app_id != APPLICATION_ID:
-        return FileStatus("corrupt", f"another application's SQLite database (application_id {app_id:#x})")
+        return FileStatus("corrupt", f"another application's SQLite database (application_id {app_id:#x})",
+                          ours=False)
     npages = int.from_bytes(head[28:32], "big")
     if head[24:28] == head[92:96] and npages and size < npages * page_size:
         return FileStatus("corrupt", f"truncated ({size} of {npages * page_size} bytes)")
@@ -213,10 +285,16 @@ def inspect_sqlite(path: Path) -> FileStatus:
 
 
 def is_corruption(exc: BaseException) -> bool:
-    """True for SQLite errors that mean the file itself is damaged."""
+    """True for SQLite errors that mean the file itself is damaged (or is not our schema)."""
+    msg = str(getattr(exc, "orig", None) or exc).lower()
+    return is_page_damage(exc) or "no such table" in msg
+
+
+def is_page_damage(exc: BaseException) -> bool:
+    """True for SQLite errors that only a damaged file gives (never a mistyped query)."""
     msg = str(getattr(exc, "orig", None) or exc).lower()
     return any(s in msg for s in ("malformed", "not a database", "file is encrypted", "disk i/o error",
-                                  "database corrupt", "no such table"))
+                                  "database corrupt"))
 
 
 def utc_stamp() -> str:
@@ -246,10 +324,27 @@ def remove_sqlite_files(path: Path) -> None:
         _unlink(Path(os.fspath(path) + suffix))
 
 
+KEEP_SET_ASIDE = 3  # damaged copies kept next to the index (newest first); older ones are removed
+
+
+def set_aside_copies(path: Path) -> list[Path]:
+    """The damaged copies `<name>.corrupt-<UTC time>` next to the index, newest first."""
+    prefix = f"{path.name}.corrupt-"
+    try:
+        names = [n for n in os.listdir(path.parent)
+                 if n.startswith(prefix) and not n.endswith(SIDE_SUFFIXES)]
+    except OSError:
+        return []
+    return [path.with_name(n) for n in sorted(names, reverse=True)]  # the stamp sorts by time
+
+
 def set_aside(path: Path) -> Path:
     """Move a damaged index (and its WAL) to `<name>.corrupt-<UTC time>`; drop its -shm.
 
-    Caller holds the exclusive file lock (nobody has the file open).
+    Caller holds the exclusive file lock (nobody has the file open) and has checked that
+    the file is ledger's (FileStatus.ours) or sits at the home's own index place. Only the
+    newest KEEP_SET_ASIDE copies are kept: they are named by us, so removing older ones
+    touches nothing that is not ledger's.
     """
     aside = path.with_name(f"{path.name}.corrupt-{utc_stamp()}")
     os.replace(path, aside)
@@ -259,6 +354,12 @@ def set_aside(path: Path) -> Path:
     _unlink(wal)
     _unlink(Path(os.fspath(path) + "-shm"))
     _unlink(Path(os.fspath(path) + "-journal"))
+    for old in set_aside_copies(path)[KEEP_SET_ASIDE:]:
+        try:
+            if old.is_file() and not old.is_symlink():
+                remove_sqlite_files(old)
+        except OSError:
+            pass
     return aside
 
 
@@ -288,8 +389,14 @@ def engine(url: str, mode: str = "write") -> Any:
     from sqlalchemy import event
 
     if not is_sqlite(url):
-        eng = sa.create_engine(url, pool_pre_ping=False)
-        return eng
+        try:
+            return sa.create_engine(url, pool_pre_ping=False)
+        except ImportError as exc:
+            raise IndexError_(f"cannot open the index {redact_url(url)}: its driver is not installed "
+                              f"({exc.name or exc})",
+                              hint="use postgresql+psycopg://user@host/db (psycopg 3 comes with ledger)") from None
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as exc:
+            raise IndexError_(f"cannot open the index {redact_url(url)}: {exc}", hint=URL_HINT) from None
     path = sqlite_path(url)
     if mode == "read":
         eng = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(
@@ -318,6 +425,23 @@ def engine(url: str, mode: str = "write") -> Any:
         conn.exec_driver_sql("BEGIN" if mode == "read" else "BEGIN IMMEDIATE")
 
     return eng
+
+
+@contextmanager
+def server_connection(eng: Any, url: str) -> Iterator[Any]:
+    """`eng.connect()` with connection failures (unreachable, no such database or role, bad
+    password) as an IndexError_ naming the URL without its password."""
+    import sqlalchemy as sa
+
+    try:
+        conn = eng.connect()
+    except sa.exc.DBAPIError as exc:
+        reason = str(getattr(exc, "orig", exc)).strip().splitlines()
+        raise IndexError_(f"cannot open the index {redact_url(url)}: {' '.join(r.strip() for r in reason)}",
+                          hint="check that the server runs and the URL's host, port, database, user and "
+                               "password are right (--db / LEDGER_DB)") from None
+    with conn:
+        yield conn
 
 
 def alembic_config(url: str | None = None, connection: Any = None) -> Any:

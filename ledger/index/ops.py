@@ -44,12 +44,67 @@ def _merge_homes(first: Sequence[str], more: Sequence[str]) -> list[str]:
     return out
 
 
+def home_problem(home: str) -> str | None:
+    """Why `home` cannot be read as a ledger home (None when it can): missing, a file, unreadable."""
+    try:
+        st = os.stat(home)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    import stat as stat_mod
+
+    if not stat_mod.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if not os.access(home, os.R_OK | os.X_OK):
+        return "unreadable (permission denied)"
+    return None
+
+
+HOME_HINT = ("record a run with `ledger run -- CMD` (it creates the home), or point --home / LEDGER_HOME "
+             "at an existing ledger home")
+
+
+def _usable_homes(homes: list[str], url: str, stale_ok: bool, notify: Notify) -> list[str]:
+    """The homes to index. A read never creates a home: a missing one is an error, except for
+    a reader of a named database (a team index), which answers from the database alone."""
+    out = []
+    for h in homes:
+        why = home_problem(h)
+        if why is None:
+            out.append(h)
+        elif why == "missing" and stale_ok and url != dbmod.default_url(h):
+            notify(f"ledger: no ledger home at {h}; answering from the index {dbmod.redact_url(url)} alone")
+        elif why == "missing":
+            raise IndexError_(f"no ledger home at {h}", hint=HOME_HINT)
+        else:
+            raise IndexError_(f"the ledger home {h} is {why}", hint=HOME_HINT)
+    return out
+
+
+def _read_only_failure(exc: BaseException) -> str | None:
+    """The reason when `exc` says the index (or its directory) cannot be written, else None."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return exc.strerror or str(exc)
+    msg = str(getattr(exc, "orig", None) or exc)
+    low = msg.lower()
+    if any(s in low for s in ("readonly database", "read-only database", "unable to open database file",
+                              "read-only file system", "permission denied")):
+        return msg
+    return None
+
+
 def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: bool = False,
                 notify: Notify = _quiet, progress: Callable[[int, int], None] | None = None,
-                racy_ns: int | None = None, full: bool = False) -> Any:
+                racy_ns: int | None = None, full: bool = False, stale_ok: bool = False) -> Any:
     """Index `homes` into the database at `url`; returns an IndexSummary.
 
-    `full` looks into every shard directory, sealed ones included (see indexer.SEAL_GRACE_NS).
+    `full` looks into every shard directory, sealed ones included (see indexer.SEAL_GRACE_NS),
+    and checks every page of an SQLite index first (PRAGMA quick_check).
+    `stale_ok` (read commands): a home or index that cannot be written (another user's shared
+    home) is answered from the index as it is, with a warning, instead of failing.
     """
 
     from ledger.index.indexer import IndexSummary
@@ -57,10 +112,25 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     import time
 
     t0 = time.perf_counter()
-    homes_abs = [os.path.abspath(os.fspath(h)) for h in homes]
+    homes_abs = _usable_homes([os.path.abspath(os.fspath(h)) for h in homes], url, stale_ok, notify)
     summary: IndexSummary
     if dbmod.is_sqlite(url):
-        summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns, full)
+        owned = any(url == dbmod.default_url(h) for h in homes_abs)
+        try:
+            _check_parent(dbmod.sqlite_path(url), create=not stale_ok)
+            summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns, full, owned)
+        except Exception as exc:  # noqa: BLE001 - only a read-only failure is answered here
+            why = _read_only_failure(exc)
+            if not stale_ok or why is None:
+                raise
+            path = dbmod.sqlite_path(url)
+            if dbmod.inspect_sqlite(path).kind != "ok":
+                raise IndexError_(f"cannot update the index {path} ({why}), and there is no usable index to read",
+                                  hint="ask the home's owner to run `ledger index`, or pass a writable "
+                                       "--db PATH to index the home into") from None
+            notify(f"ledger: cannot update the index {path} ({why}); answering from it as it is: "
+                   "it may be stale")
+            summary = IndexSummary(homes=homes_abs)
     else:
         summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns, full)
     summary.db = dbmod.redact_url(url)
@@ -128,21 +198,68 @@ def _build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | Non
     return tmp, summary
 
 
+def _refuse_foreign(path: Path, status: Any, owned: bool) -> None:
+    """Never move what is not provably ledger's (DESIGN principle 7): a directory anywhere, and
+    at a place the user named, a file that carries no trace of being a ledger index."""
+    if status.kind != "corrupt" or (status.ours and status.regular) or (owned and status.regular):
+        return
+    what = status.detail if not status.regular else f"{status.detail}, not a ledger index"
+    raise IndexError_(f"cannot open the index {path}: it is {what}; nothing was changed",
+                      hint="point --db / LEDGER_DB at a ledger index or at a new file "
+                           "(e.g. --db ~/ledger-index.sqlite); move the file away yourself if it is unwanted")
+
+
+def _check_parent(path: Path, create: bool = False) -> None:
+    """The index's directory must exist: a read never creates directories outside a home.
+    `create`: the commands that are asked to build an index (`ledger index`, `ledger db
+    upgrade`) create it (0700), as `mkdir -p` would."""
+    parent = path.parent
+    if create and not parent.exists():
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not parent.is_dir():
+        raise IndexError_(f"cannot open the index {path}: the directory {parent} does not exist",
+                          hint=f"create it (`mkdir -p {parent}`) or pass another --db / LEDGER_DB")
+
+
+def quick_check(path: Path) -> list[str]:
+    """PRAGMA quick_check of every page (O(size)): [] when the file is sound."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(dbmod._ro_uri(path), uri=True, timeout=dbmod.BUSY_TIMEOUT_MS / 1000)
+        try:
+            res = [str(r[0]) for r in con.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    return [] if res == ["ok"] else res
+
+
 def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, progress: Any,
-                  racy_ns: int | None, full: bool = False) -> Any:
+                  racy_ns: int | None, full: bool = False, owned: bool = True) -> Any:
     from ledger.index.indexer import Indexer
 
     path = dbmod.sqlite_path(url)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with dbmod.flock(dbmod.writer_lock(path), exclusive=True):
+    _check_parent(path)
+    _refuse_foreign(path, dbmod.inspect_sqlite(path), owned)  # before taking locks next to it
+    with dbmod.flock(dbmod.writer_lock(path), exclusive=True, waiting="another ledger process updating the index",
+                     notify=notify):
         status = dbmod.inspect_sqlite(path)
         if status.kind == "corrupt":
             # double-check with nobody else having the file open (a concurrent checkpoint
             # could show a header ahead of the file size for an instant)
-            with dbmod.flock(dbmod.file_lock(path), exclusive=True):
+            with dbmod.flock(dbmod.file_lock(path), exclusive=True, waiting="readers of the index to finish",
+                             notify=notify):
                 status = dbmod.inspect_sqlite(path)
+        _refuse_foreign(path, status, owned)
+        if status.kind == "ok" and full and not rebuild:
+            damage = quick_check(path)
+            if damage:
+                status = dbmod.FileStatus("corrupt", f"damaged ({damage[0]})")
         if status.kind == "upgrade" and not rebuild:
-            with dbmod.flock(dbmod.file_lock(path), exclusive=True):
+            with dbmod.flock(dbmod.file_lock(path), exclusive=True, waiting="readers of the index to finish",
+                             notify=notify):
                 eng = dbmod.engine(url, mode="write")
                 try:
                     with eng.connect() as conn, conn.begin():
@@ -173,7 +290,8 @@ def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
         elif status.kind == "corrupt":
             notify(f"ledger: the index {path} is {status.detail}; setting it aside and rebuilding it from the records")
         tmp, summary = _build_fresh(path, all_homes, progress, racy_ns)
-        with dbmod.flock(dbmod.file_lock(path), exclusive=True):
+        with dbmod.flock(dbmod.file_lock(path), exclusive=True, waiting="readers of the index to finish",
+                         notify=notify):
             if status.kind == "corrupt" and path.exists():
                 aside = dbmod.set_aside(path)
                 notify(f"ledger: kept the damaged index as {aside}")
@@ -194,7 +312,7 @@ def _index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
 
     eng = dbmod.engine(url)
     try:
-        with eng.connect() as conn:
+        with dbmod.server_connection(eng, url) as conn:
             pg = conn.dialect.name == "postgresql"
             if pg:
                 conn.exec_driver_sql(f"SELECT pg_advisory_lock({dbmod.PG_LOCK_KEY})")
@@ -264,7 +382,7 @@ def reading(url: str) -> Iterator[Any]:
         return
     eng = dbmod.engine(url)
     try:
-        with eng.connect() as conn, conn.begin():
+        with dbmod.server_connection(eng, url) as conn, conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
@@ -292,10 +410,45 @@ def writing(url: str) -> Iterator[Any]:
         return
     eng = dbmod.engine(url)
     try:
-        with eng.connect() as conn, conn.begin():
+        with dbmod.server_connection(eng, url) as conn, conn.begin():
             yield conn
     finally:
         eng.dispose()
+
+
+def read_repairing(homes: Sequence[str | os.PathLike[str]], url: str, read: Callable[[], Any],
+                   notify: Notify = _quiet) -> Any:
+    """`read()`, and when it meets a damaged page of an SQLite index (which the cheap open-check
+    cannot see), set the index aside, rebuild it from the records and read once more."""
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - only page damage is handled here
+        if not dbmod.is_sqlite(url) or not dbmod.is_page_damage(exc):
+            raise
+        reason = str(getattr(exc, "orig", None) or exc)
+    repair(homes, url, reason, notify)
+    return read()
+
+
+def repair(homes: Sequence[str | os.PathLike[str]], url: str, reason: str, notify: Notify = _quiet) -> None:
+    """Set a damaged SQLite index aside and rebuild it (the homes it knew are kept)."""
+    path = dbmod.sqlite_path(url)
+    homes_abs = [os.path.abspath(os.fspath(h)) for h in homes]
+    with dbmod.flock(dbmod.writer_lock(path), exclusive=True, waiting="another ledger process updating the index",
+                     notify=notify):
+        status = dbmod.inspect_sqlite(path)
+        if status.kind == "ok" and not quick_check(path):
+            return  # someone rebuilt it meanwhile
+        if status.kind == "corrupt" and not (status.ours and status.regular):
+            _refuse_foreign(path, status, owned=False)
+        all_homes = _merge_homes(homes_abs, _homes_in(url))
+        notify(f"ledger: the index {path} is damaged ({reason}); setting it aside and rebuilding it from the records")
+        tmp, _summary = _build_fresh(path, all_homes, None, None)
+        with dbmod.flock(dbmod.file_lock(path), exclusive=True, waiting="readers of the index to finish",
+                         notify=notify):
+            if path.exists():
+                notify(f"ledger: kept the damaged index as {dbmod.set_aside(path)}")
+            dbmod.swap_in(tmp, path)
 
 
 def home_id(conn: Any, home: str | os.PathLike[str]) -> int | None:
@@ -315,12 +468,14 @@ def db_status(url: str) -> dict[str, Any]:
     """{revision, head, status, detail} without changing anything."""
     out: dict[str, Any] = {"db": dbmod.redact_url(url), "revision": None, "head": dbmod.HEAD, "status": "", "detail": ""}
     if dbmod.is_sqlite(url):
-        st = dbmod.inspect_sqlite(dbmod.sqlite_path(url))
-        out.update(revision=st.revision, status=st.kind, detail=st.detail)
+        path = dbmod.sqlite_path(url)
+        st = dbmod.inspect_sqlite(path)
+        out.update(revision=st.revision, status=st.kind, detail=st.detail,
+                   set_aside=[os.fspath(p) for p in dbmod.set_aside_copies(path)])
         return out
     eng = dbmod.engine(url)
     try:
-        with eng.connect() as conn, conn.begin():
+        with dbmod.server_connection(eng, url) as conn, conn.begin():
             st2 = dbmod.inspect_server(conn)
     finally:
         eng.dispose()
@@ -332,7 +487,7 @@ def db_upgrade(url: str) -> str:
     """Create the schema (empty index) or migrate it to head; refuse damaged or foreign ones."""
     if dbmod.is_sqlite(url):
         path = dbmod.sqlite_path(url)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_parent(path, create=True)
         with dbmod.flock(dbmod.writer_lock(path), exclusive=True):
             st = dbmod.inspect_sqlite(path)
             if st.kind == "ok":
@@ -351,7 +506,7 @@ def db_upgrade(url: str) -> str:
             return f"index {path} upgraded from {st.revision or 'empty'} to {dbmod.HEAD}"
     eng = dbmod.engine(url)
     try:
-        with eng.connect() as conn, conn.begin():
+        with dbmod.server_connection(eng, url) as conn, conn.begin():
             st2 = dbmod.inspect_server(conn)
             if st2.kind == "ok":
                 return f"index {dbmod.redact_url(url)} is at head ({dbmod.HEAD})"
@@ -385,18 +540,34 @@ def schema_diff(conn: Any, strict: bool = True) -> list[Any]:
     return compare_metadata(mc, Base.metadata)
 
 
+def set_aside_list(url: str) -> list[str]:
+    """Damaged index copies kept next to an SQLite index (newest first; see db.KEEP_SET_ASIDE)."""
+    if not dbmod.is_sqlite(url):
+        return []
+    return [os.fspath(p) for p in dbmod.set_aside_copies(dbmod.sqlite_path(url))]
+
+
 def db_check(url: str) -> list[str]:
-    """Everything the cheap open-check does, plus PRAGMA quick_check and the schema diff."""
+    """Everything the cheap open-check does, plus PRAGMA quick_check and the schema diff.
+
+    Damage is reported, never raised: a page that cannot be read is a problem on the list.
+    """
     problems: list[str] = []
     st = db_status(url)
     if st["status"] not in ("ok",):
         return [f"{st['status']}: {st['detail'] or 'revision ' + str(st['revision'])}"]
     if dbmod.is_sqlite(url):
-        with reading(url) as conn:
-            res = [r[0] for r in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
-            if res != ["ok"]:
-                problems.extend(f"quick_check: {r}" for r in res[:20])
-            problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn, strict=False))
+        damage = quick_check(dbmod.sqlite_path(url))
+        problems.extend(f"quick_check: {r}" for r in damage[:20])
+        if damage:
+            return problems  # the schema cannot be trusted on a damaged file
+        try:
+            with reading(url) as conn:
+                problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn, strict=False))
+        except Exception as exc:  # noqa: BLE001 - damage the quick check missed
+            if not dbmod.is_page_damage(exc):
+                raise
+            problems.append(f"damaged: {getattr(exc, 'orig', None) or exc}")
         return problems
     with reading(url) as conn:
         problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn, strict=False))
