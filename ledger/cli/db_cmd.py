@@ -51,8 +51,14 @@ def check(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> Non
     """
     from ledger.index.ops import db_check, set_aside_list
 
+    import os
+    from pathlib import Path
+
+    from ledger.home import resolve_home
+    from ledger.index import db as dbmod
+
     url = _url(home, db)
-    problems = db_check(url)
+    problems = db_check(url, owned=url == dbmod.default_url(Path(os.path.abspath(resolve_home(home)))))
     kept = set_aside_list(url)
     if json_:
         print_json({"ok": not problems, "problems": problems, "set_aside": kept})

@@ -219,7 +219,18 @@ class FileStatus:
 
 
 def _ro_uri(path: Path) -> str:
-    return f"file:{quote(os.fspath(path))}?mode=ro"
+    """A read-only SQLite URI. In a directory nobody may write (a read-only mount, another
+    user's home) SQLite cannot create the WAL index (-shm) a WAL database needs to be read;
+    there, with no WAL content pending, the file is opened as immutable (nobody can change it)."""
+    uri = f"file:{quote(os.fspath(path))}?mode=ro"
+    if not os.access(path.parent, os.W_OK):
+        try:
+            pending = os.path.getsize(os.fspath(path) + "-wal") > 0
+        except OSError:
+            pending = False
+        if not pending:
+            uri += "&immutable=1"
+    return uri
 
 
 def inspect_sqlite(path: Path) -> FileStatus:

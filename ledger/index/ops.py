@@ -82,7 +82,7 @@ def _usable_homes(homes: list[str], url: str, stale_ok: bool, notify: Notify) ->
     return out
 
 
-def _read_only_failure(exc: BaseException) -> str | None:
+def read_only_failure(exc: BaseException) -> str | None:
     """The reason when `exc` says the index (or its directory) cannot be written, else None."""
     import errno
 
@@ -120,7 +120,7 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
             _check_parent(dbmod.sqlite_path(url), create=not stale_ok)
             summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns, full, owned)
         except Exception as exc:  # noqa: BLE001 - only a read-only failure is answered here
-            why = _read_only_failure(exc)
+            why = read_only_failure(exc)
             if not stale_ok or why is None:
                 raise
             path = dbmod.sqlite_path(url)
@@ -488,6 +488,11 @@ def db_upgrade(url: str) -> str:
     if dbmod.is_sqlite(url):
         path = dbmod.sqlite_path(url)
         _check_parent(path, create=True)
+        first = dbmod.inspect_sqlite(path)
+        if first.kind == "corrupt":  # before any lock file is created next to it
+            raise IndexError_(f"cannot open the index {path}: it is {first.detail}",
+                              hint="rebuild it with `ledger index --rebuild` (a file that is not ledger's "
+                                   "is never touched: pass another --db)")
         with dbmod.flock(dbmod.writer_lock(path), exclusive=True):
             st = dbmod.inspect_sqlite(path)
             if st.kind == "ok":
@@ -547,12 +552,18 @@ def set_aside_list(url: str) -> list[str]:
     return [os.fspath(p) for p in dbmod.set_aside_copies(dbmod.sqlite_path(url))]
 
 
-def db_check(url: str) -> list[str]:
+def db_check(url: str, owned: bool = False) -> list[str]:
     """Everything the cheap open-check does, plus PRAGMA quick_check and the schema diff.
 
-    Damage is reported, never raised: a page that cannot be read is a problem on the list.
+    Damage of ledger's own index is reported, never raised: a page that cannot be read is a
+    problem on the list. A file that is not ledger's (unless `owned`: the home's own index
+    place) is an error, as for every other command.
     """
     problems: list[str] = []
+    if dbmod.is_sqlite(url):
+        path = dbmod.sqlite_path(url)
+        _check_parent(path)
+        _refuse_foreign(path, dbmod.inspect_sqlite(path), owned)
     st = db_status(url)
     if st["status"] not in ("ok",):
         return [f"{st['status']}: {st['detail'] or 'revision ' + str(st['revision'])}"]

@@ -1,0 +1,345 @@
+"""Hostile input is normal input: bad homes, bad `--db` values, damaged index pages.
+
+Every case asserts the exit code, `Error:` + `Hint:` on stderr, no traceback, and that no byte
+outside what ledger owns changed (a checksum of the whole sandbox before and after).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import PG_URL
+from indexhelpers import cli, make_run, records_runs_json
+from ledger.index import db as dbmod
+
+
+def tree_state(root: Path) -> dict[str, tuple]:
+    """Every entry under `root`: type, mode, and content hash (files) or target (links)."""
+    out: dict[str, tuple] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[rel] = ("link", os.readlink(p))
+            elif os.path.isdir(p):
+                out[rel] = ("dir", st.st_mode)
+            else:
+                with open(p, "rb") as f:
+                    out[rel] = ("file", st.st_mode, hashlib.sha256(f.read()).hexdigest())
+    return out
+
+
+def no_traceback(res) -> None:
+    assert "Traceback" not in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    """A home with runs and its index, next to things that are not ledger's."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("LEDGER_HOME", str(home))
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    run = make_run(home)
+    assert cli("index").exit_code == 0
+    proj = tmp_path / "project"
+    (proj / "src").mkdir(parents=True)
+    (proj / "src" / "main.py").write_text("print('mine')\n")
+    (tmp_path / "notes.txt").write_text("my notes\n" * 100)
+    con = sqlite3.connect(tmp_path / "app.db")
+    con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, other TEXT)")
+    con.execute("INSERT INTO runs (other) VALUES ('someone else')")
+    con.commit()
+    con.close()
+    return tmp_path, home, run
+
+
+# (value, what stderr must say); {t} is the sandbox directory
+BAD_DBS = [
+    ("{t}/project", "a directory"),
+    ("{t}/project/", "names a directory"),
+    ("sqlite:///{t}/project", "a directory"),
+    ("{t}/notes.txt", "not an SQLite database"),
+    ("sqlite:///{t}/notes.txt", "not an SQLite database"),
+    ("{t}/app.db", "another application's SQLite database"),
+    ("{t}/no/such/dir/index.sqlite", "does not exist"),
+    (":memory:", "in-memory"),
+    ("sqlite:///:memory:", "in-memory"),
+    ("sqlite://", "expected sqlite:///PATH"),
+    ("foo://bar/baz", "unsupported database 'foo'"),
+    ("mysql://root@127.0.0.1/test", "unsupported database 'mysql'"),
+    ("postgresql+psycopg2://postgres@127.0.0.1:5432/test", "driver is not installed (psycopg2)"),
+    ("postgresql+psycopg://postgres:sekrit@127.0.0.1:1/test", "Connection refused"),
+    (PG_URL.rsplit("/", 1)[0] + "/ledger_no_such_database", 'database "ledger_no_such_database" does not exist'),
+    ("postgresql+psycopg://ledger_no_such_role@127.0.0.1:5432/test", 'role "ledger_no_such_role" does not exist'),
+]
+
+# the commands that open the index; each must answer a bad --db with Error + Hint, exit 1
+DB_COMMANDS = [("runs",), ("runs", "--json"), ("show", "RUN"), ("report",), ("report", "run", "--json"),
+               ("sql", "SELECT 1"), ("index",), ("index", "--rebuild"), ("db", "upgrade"), ("db", "check")]
+
+
+@pytest.mark.parametrize("value,says", BAD_DBS, ids=[v for v, _ in BAD_DBS])
+def test_bad_db_values_are_errors_and_change_nothing(sandbox, value, says):
+    t, home, run = sandbox
+    db = value.format(t=t)
+    before = tree_state(t)
+    for cmd in DB_COMMANDS:
+        args = [a.replace("RUN", run.name) for a in cmd]
+        if "does not exist" in says and args[0] in ("index", "db") and args[-1] != "check":
+            continue  # the commands asked to build an index create its directory (like mkdir -p)
+        res = cli(*args, "--db", db)
+        no_traceback(res)
+        assert res.exit_code == 1, (args, res.output)
+        assert res.stderr.startswith("Error: "), (args, res.stderr)
+        assert says in res.stderr, (args, res.stderr)
+        assert "\nHint: " in res.stderr, (args, res.stderr)
+        assert "sekrit" not in res.output  # a password never reaches the terminal
+        assert tree_state(t) == before, f"{args} changed files"
+    assert not os.path.exists("/no") or value != "{t}/no/such/dir/index.sqlite"
+
+
+def test_same_bad_db_from_the_environment(sandbox, monkeypatch):
+    t, home, run = sandbox
+    before = tree_state(t)
+    monkeypatch.setenv("LEDGER_DB", str(t / "project"))
+    res = cli("report")
+    no_traceback(res)
+    assert res.exit_code == 1 and "a directory" in res.stderr and "Hint:" in res.stderr
+    assert tree_state(t) == before
+
+
+def test_a_bare_path_is_an_sqlite_index(sandbox):
+    t, home, run = sandbox
+    res = cli("runs", "--json", "--all", "--db", str(t / "mine.sqlite"))
+    assert res.exit_code == 0, res.output
+    assert res.stdout == records_runs_json(home)
+    assert dbmod.inspect_sqlite(t / "mine.sqlite").kind == "ok"
+
+
+def test_the_build_commands_create_the_index_directory(sandbox):
+    t, home, run = sandbox
+    res = cli("index", "--db", str(t / "new" / "dir" / "index.sqlite"))
+    assert res.exit_code == 0, res.output
+    assert dbmod.inspect_sqlite(t / "new" / "dir" / "index.sqlite").kind == "ok"
+
+
+def test_what_is_ledgers_own_is_still_set_aside(sandbox):
+    """An empty file, or a damaged file carrying ledger's application_id, at a named place."""
+    t, home, run = sandbox
+    empty = t / "empty.sqlite"
+    empty.touch()
+    res = cli("runs", "--json", "--all", "--db", str(empty))
+    assert res.exit_code == 0 and "setting it aside" in res.stderr
+    ours = t / "ours.sqlite"
+    shutil.copy(home / "index.sqlite", ours)
+    with open(ours, "r+b") as f:  # keep the header's application_id, ruin the schema page
+        f.seek(100)
+        f.write(b"\xff" * 4000)
+    res = cli("runs", "--json", "--all", "--db", str(ours))
+    assert res.exit_code == 0, res.output
+    assert "setting it aside" in res.stderr and res.stdout == records_runs_json(home)
+
+
+def test_a_directory_at_the_homes_index_place_is_never_moved(sandbox):
+    t, home, run = sandbox
+    dbmod.remove_sqlite_files(home / "index.sqlite")
+    (home / "index.sqlite").mkdir()
+    (home / "index.sqlite" / "keep").write_text("x")
+    before = tree_state(t)
+    res = cli("runs")
+    no_traceback(res)
+    assert res.exit_code == 1 and "a directory" in res.stderr and "Hint:" in res.stderr
+    assert tree_state(t) == before
+
+
+# --------------------------------------------------------------------------------------
+# homes
+
+HOME_COMMANDS = [("runs",), ("runs", "--json"), ("show", "run_0"), ("report",), ("sql", "SELECT 1"),
+                 ("index",), ("verify",), ("verify", "--json")]
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_bad_homes_are_errors_and_create_nothing(tmp_path, monkeypatch, kind):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    if kind == "file":
+        home.write_text("not a home\n")
+    monkeypatch.setenv("LEDGER_HOME", str(home))
+    before = tree_state(tmp_path)
+    for cmd in HOME_COMMANDS:
+        res = cli(*cmd)
+        no_traceback(res)
+        assert res.exit_code == 1, (cmd, res.output)
+        assert res.stderr.startswith("Error: ") and "\nHint: " in res.stderr, (cmd, res.stderr)
+        assert str(home) in res.stderr
+        assert tree_state(tmp_path) == before, f"{cmd} created something"
+
+
+def test_a_team_index_is_read_without_a_local_home(tmp_path, monkeypatch):
+    """A reader of a named database needs no home of its own (it answers from the database)."""
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    make_run(home)
+    db = tmp_path / "team.sqlite"
+    assert cli("index", "--home", str(home), "--db", str(db)).exit_code == 0
+    res = cli("runs", "--json", "--home", str(tmp_path / "nohome"), "--db", str(db))
+    assert res.exit_code == 0, res.output
+    assert "no ledger home at" in res.stderr
+    assert not (tmp_path / "nohome").exists()
+
+
+def _unshare_ro(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run ledger with `home` mounted read-only (a private mount namespace; needs root)."""
+    script = (f'mount --bind "{home}" "{home}" && mount -o remount,bind,ro "{home}" && '
+              f'exec "{sys.executable}" -m ledger "$@"')
+    env = {k: v for k, v in os.environ.items() if k not in ("LEDGER_DB", "LEDGER_HOME")}
+    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *args, "--home", str(home)],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root for a read-only mount")
+def test_a_read_only_home_is_answered_from_its_index(tmp_path, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    make_run(home)
+    # the owner's last report brought the index and its report tables up to date
+    assert cli("report", "--home", str(home)).exit_code == 0
+    expected = records_runs_json(home)
+    make_run(home)  # recorded after the last index pass: the read-only reader cannot see it yet
+    res = _unshare_ro(home, "runs", "--json", "--all")
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "it may be stale" in res.stderr
+    assert res.stdout == expected
+    res = _unshare_ro(home, "report", "--json")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert orjson.loads(res.stdout)["totals"]["runs"] == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root for a read-only mount")
+def test_a_read_only_home_without_an_index_is_a_clear_error(tmp_path):
+    home = tmp_path / "home"
+    make_run(home)
+    res = _unshare_ro(home, "runs")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "\nError: " in res.stderr and "\nHint: " in res.stderr
+    assert "no usable index" in res.stderr
+
+
+# --------------------------------------------------------------------------------------
+# damaged index pages under an intact header
+
+
+def _wipe_table_pages(path: Path, table: str) -> int:
+    """Overwrite every page of `table` but its root with garbage (the header stays valid)."""
+    con = sqlite3.connect(path)
+    pages = [r[0] for r in con.execute("SELECT pageno FROM dbstat WHERE name = ? ORDER BY pageno", (table,))]
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    assert page_size == dbmod.PAGE_SIZE  # the index's real page size
+    with open(path, "r+b") as f:
+        for pg in pages[1:]:
+            f.seek((pg - 1) * page_size)
+            f.write(b"\x0d\xff\xff\xff" * (page_size // 4))
+    return len(pages) - 1
+
+
+@pytest.fixture
+def damaged_pages(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("LEDGER_HOME", str(home))
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    for i in range(400):
+        make_run(home, subjects=(f"task:{i}",))
+    assert cli("index").exit_code == 0
+    expected = records_runs_json(home)
+    assert _wipe_table_pages(home / "index.sqlite", "runs") > 0
+    assert dbmod.inspect_sqlite(home / "index.sqlite").kind == "ok"  # the cheap check cannot see it
+    return home, expected
+
+
+@pytest.mark.parametrize("cmd", [("runs", "--json", "--all"), ("report", "--json"), ("show", "SHOW")])
+def test_damaged_pages_found_by_a_reader_are_rebuilt(damaged_pages, cmd):
+    home, expected = damaged_pages
+    first = orjson.loads(expected)[0]["id"]
+    res = cli(*[first if a == "SHOW" else a for a in cmd])
+    no_traceback(res)
+    assert res.exit_code == 0, res.output
+    assert "setting it aside and rebuilding it" in res.stderr
+    assert [p for p in os.listdir(home) if p.startswith("index.sqlite.corrupt-")]
+    if cmd[0] == "runs":
+        assert res.stdout == expected
+    assert cli("db", "check").exit_code == 0
+
+
+def test_db_check_reports_damaged_pages(damaged_pages):
+    home, _ = damaged_pages
+    res = cli("db", "check", "--json")
+    no_traceback(res)
+    assert res.exit_code == 1
+    doc = orjson.loads(res.stdout)
+    assert doc["ok"] is False and doc["problems"]
+    assert any("quick_check" in p or "malformed" in p for p in doc["problems"])
+
+
+def test_index_full_finds_damaged_pages(damaged_pages):
+    home, expected = damaged_pages
+    res = cli("index", "--full", "--json")
+    no_traceback(res)
+    assert res.exit_code == 0, res.output
+    assert orjson.loads(res.stdout)["rebuilt"] is True
+    assert "setting it aside and rebuilding it" in res.stderr
+    assert cli("runs", "--json", "--all").stdout == expected
+
+
+def test_only_the_newest_damaged_copies_are_kept(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("LEDGER_HOME", str(home))
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    make_run(home)
+    for _ in range(dbmod.KEEP_SET_ASIDE + 2):
+        assert cli("index").exit_code == 0
+        (home / "index.sqlite").write_bytes(b"garbage" * 100)
+    assert cli("runs").exit_code == 0
+    kept = sorted(p for p in os.listdir(home) if p.startswith("index.sqlite.corrupt-"))
+    assert len(kept) == dbmod.KEEP_SET_ASIDE
+    res = cli("db", "check", "--json")
+    assert sorted(os.path.basename(p) for p in orjson.loads(res.stdout)["set_aside"]) == kept
+    plain = cli("db", "check")
+    assert all(k in plain.stderr for k in kept)
+
+
+def test_a_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("LEDGER_HOME", str(home))
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    make_run(home)
+    assert cli("index").exit_code == 0
+    lock = dbmod.writer_lock(home / "index.sqlite")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(lock)!r}, os.O_RDWR)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(1.5)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        res = subprocess.run([sys.executable, "-m", "ledger", "index", "--rebuild"], capture_output=True,
+                             text=True, timeout=60, env={**os.environ, "LEDGER_HOME": str(home)})
+    finally:
+        holder.wait(timeout=10)
+    assert res.returncode == 0, res.stderr
+    assert "waiting for another ledger process updating the index" in res.stderr
