@@ -51,7 +51,7 @@ def test_recorded_stream_totals_equal_the_clients(home, tmp_path, name, expected
     assert snap.streams[0].model == "claude-sonnet-4-5"
     assert snap.provider_session_id == res["session_id"] == result.provider_session_id
     assert result.evidence == "verified", result.evidence_reasons
-    assert result.cost_basis == "provider" and result.cost_usd == res["total_cost_usd"]
+    assert result.cost_basis == "reported" and result.cost_usd == res["total_cost_usd"]
     ev = assert_stream_bound(snap.path)
     assert ev["evidence"] == "verified" and ev["raw_stream"]["bytes"] == len(stream_bytes(name))
     if outcome == "completed":

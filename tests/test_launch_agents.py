@@ -107,7 +107,7 @@ def check_against_client(home: Path, doc: dict, *, listed: bool = True):
     assert snap.usage.cost_usd == cost
     assert (doc["tokens"]["input_tokens"], doc["tokens"]["output_tokens"], doc["tokens"]["cache_read_tokens"],
             doc["tokens"]["cache_write_tokens"]) == tokens
-    assert doc["cost_usd"] == cost and doc["cost_basis"] == "provider"
+    assert doc["cost_usd"] == cost and doc["cost_basis"] == "reported"
     assert_stream_bound(doc["path"])
     if listed:
         import subprocess

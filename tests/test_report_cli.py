@@ -167,8 +167,11 @@ def test_cost_modes_and_mixed_runs(home, db_url):
     assert estimated["rows"][0]["cost_basis"] == "estimated"
     assert estimated["rows"][0]["cost_usd"] == pytest.approx(2 * est)
     reported, _ = report_json("run", "--db", db_url, "--cost", "reported")
-    # the provider reported a cost for one stream only: the run's provider cost is unknown
-    assert reported["rows"][0]["cost_basis"] == "unknown" and reported["rows"][0]["cost_usd"] is None
+    # the provider reported a cost for one stream only: the run's provider cost is not fully
+    # known, but the reported part is counted (issue 17: it used to be `unknown`, known null)
+    row = reported["rows"][0]
+    assert row["cost_basis"] == "partial" and row["cost_usd"] is None
+    assert row["cost_usd_known"] == pytest.approx(CLAUDE_RESULT["cost_usd"]) and row["unmeasured_cost_runs"] == 1
     assert reported["pricing"]["cost"] == "reported"
 
 
@@ -292,16 +295,17 @@ def test_unknown_token_sums_stay_null(home, db_url):
 
 def test_usage_errors(home, db_url):
     make(home, "2026-03-08T10:00:00Z", [claude_stream()])
+    # every usage mistake exits 2 (issue 17: bad dates, zones and outcomes used to exit 1)
     res = cli("report", "--since", "03/08/2026", "--db", db_url)
-    assert res.exit_code == 1 and "YYYY-MM-DD" in res.stderr
+    assert res.exit_code == 2 and "YYYY-MM-DD" in res.stderr
     res = cli("report", "--tz", "Nowhere/Land", "--db", db_url)
-    assert res.exit_code == 1 and "unknown time zone" in res.stderr
+    assert res.exit_code == 2 and "unknown time zone" in res.stderr
     assert cli("report", "yearly", "--db", db_url).exit_code == 2
     assert cli("report", "--json", "--csv", "--db", db_url).exit_code == 2
-    assert cli("report", "--outcome", "exploded", "--db", db_url).exit_code == 1
+    assert cli("report", "--outcome", "exploded", "--db", db_url).exit_code == 2
     assert cli("report", "harness", "--by", "subject", "--db", db_url).exit_code == 2
     res = cli("report", "--since", "2026-03-09", "--until", "2026-03-08", "--db", db_url)
-    assert res.exit_code == 1 and "before" in res.stderr
+    assert res.exit_code == 2 and "before" in res.stderr
 
 
 def test_table_output(home, db_url, monkeypatch):

@@ -2,15 +2,51 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from ledger.cli import run_cmd, runs_cmd
 from ledger.cli import db_cmd, index_cmd, sql_cmd
 from ledger.cli import report_cmd
 from ledger.cli import verify_cmd
+from ledger.cli.common import err, print_usage_error
+
+
+class LedgerGroup(TyperGroup):
+    """Typer's group, with usage errors in ledger's one format instead of Rich's boxed panel:
+    `Error: <message>` + `Hint: run `ledger CMD --help`` on stderr, exit 2. Typer prints its
+    own format only in standalone mode, so the app runs non-standalone and we print."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:  # the caller handles the exceptions
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            # `python -m ledger` would otherwise be named "python -m ledger" in usage and hints
+            rv = super().main(args, prog_name or self.name or "ledger", complete_var, False, **extra)
+        except typer.TyperException as exc:  # Typer's (vendored Click's) errors derive from it
+            code = getattr(exc, "exit_code", 1)
+            if type(exc).__name__ == "NoArgsIsHelpError":  # the help is the answer (Typer does the same)
+                if exc.format_message().strip():
+                    err(exc.format_message())
+            elif code == 2:
+                print_usage_error(exc)
+            else:
+                err(f"Error: {exc.format_message()}")
+            sys.exit(code)
+        except typer.Abort:
+            err("Aborted.")
+            sys.exit(1)
+        # non-standalone returns a raised typer.Exit's code, or the command's return value
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
     name="ledger",
+    cls=LedgerGroup,
     help="An evidence ledger for AI coding-agent runs: immutable records, an SQL index, exact cost reports.",
     no_args_is_help=True,
     add_completion=False,
@@ -27,8 +63,6 @@ app.add_typer(db_cmd.app, name="db")
 
 
 def main() -> None:
-    import sys
-
     if sys.argv[1:2] == ["run"]:  # launch budget (DESIGN §7): skip Typer's ~70 ms Pydantic setup
         run_cmd.main_fast(sys.argv[2:])  # exits, except for `--help` (Typer prints it)
     app()

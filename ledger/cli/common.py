@@ -108,3 +108,27 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
 def exclusive_formats(json_: bool, csv_: bool) -> None:
     if json_ and csv_:
         raise typer.BadParameter("--json and --csv cannot be used together")
+
+
+class UsageError(typer.BadParameter):
+    """A usage mistake (exit 2) that carries a hint of its own (e.g. an example value)."""
+
+    def __init__(self, message: str, hint: str | None = None, param_hint: str | None = None) -> None:
+        super().__init__(message, param_hint=param_hint)
+        self.hint = hint
+
+
+def print_usage_error(exc: Exception, command: str | None = None) -> None:
+    """A Typer usage error (unknown option, missing argument, bad value, no such command)
+    in ledger's one error format: `Error: ...` and a `Hint:` (the command's --help)."""
+    if isinstance(exc, typer.BadParameter) and exc.param is None and exc.param_hint is None:
+        message = exc.message  # not "Invalid value: ..." around a message that says it all
+    else:
+        fmt = getattr(exc, "format_message", None)
+        message = fmt() if fmt is not None else str(exc)
+    message = message.strip().rstrip(".")
+    if command is None:
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "ledger"
+    err(f"Error: {message}")
+    err(f"Hint: {getattr(exc, 'hint', None) or f'run `{command} --help`'}")

@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
-from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_json
+from ledger.cli.common import (
+    CsvOpt, DbOpt, HomeOpt, JsonOpt, UsageError, err, exclusive_formats, handle_errors, print_json,
+)
 
 KINDS = ("daily", "weekly", "monthly", "run", "session", "model", "harness", "skill", "subject", "repo", "host")
 ListOpt = list[str] | None
@@ -67,15 +69,24 @@ def report(
             raise typer.BadParameter(f"expected one of {', '.join(choices)}", param_hint=name)
 
     from ledger.home import resolve_home
-    from ledger.report.aggregate import ReportQuery
-    from ledger.report.buckets import parse_day, resolve_zone
+    from ledger.report.aggregate import OUTCOMES, ReportQuery, known_outcome
+    from ledger.report.buckets import ReportError, parse_day, resolve_zone, utc_range
     from ledger.report.service import build_report
 
-    zone, zone_name = resolve_zone(tz)
+    if limit is not None:
+        limit = min(limit, 2**63 - 1)  # more rows than SQL (and JSON) integers count is all of them
+    for value in outcome or ():
+        if not known_outcome(value):
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(OUTCOMES)}", param_hint="--outcome")
+    try:  # a date or zone the report cannot use is a usage mistake, found before any work
+        since_day = parse_day(since, "--since") if since else None
+        until_day = parse_day(until, "--until") if until else None
+        zone, zone_name = resolve_zone(tz, warn=err)
+        utc_range(since_day, until_day, zone)  # --until before --since
+    except ReportError as exc:
+        raise UsageError(exc.message, hint=exc.hint) from None
     q = ReportQuery(
-        kind=kind, zone=zone, zone_name=zone_name,
-        since=parse_day(since, "--since") if since else None,
-        until=parse_day(until, "--until") if until else None,
+        kind=kind, zone=zone, zone_name=zone_name, since=since_day, until=until_day,
         week_start=week_start,
         filters={k: v for k, v in (("harness", harness), ("model", model), ("skill", skill), ("subject", subject),
                                    ("repo", repo), ("host", host), ("outcome", outcome)) if v},

@@ -179,8 +179,9 @@ def main_fast(argv: list[str]) -> None:
     try:
         code = execute(list(argv))
     except typer.BadParameter as exc:
-        sys.stderr.write(f"Usage: ledger run [OPTIONS] -- CMD [ARGS...]\nTry 'ledger run --help' for help.\n\n"
-                         f"Error: {exc.message}\n")
+        from ledger.cli.common import print_usage_error
+
+        print_usage_error(exc, "ledger run")
         _exit(2)
         return
     except LedgerError as exc:

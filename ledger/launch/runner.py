@@ -169,25 +169,25 @@ def _launch_request(harness: str, argv: list[str], redactor: Redactor) -> dict[s
 
 
 def running_cost(adapter: Adapter) -> tuple[float | None, str | None, str | None]:
-    """(cost, basis, note): the provider's cost when every stream has one, else an estimate
-    from a price table (genai-prices, imported only now), else unknown."""
-    books = list(adapter.books.values())
-    if not books:
-        return None, None, "no usage observed"
-    if all(b.cost is not None for b in books):
-        return sum(b.cost for b in books), "provider", None  # type: ignore[misc]
-    from ledger.pricing import estimate_cost, price_data_version
+    """(cost, basis, note) by the one `auto` rule (ledger.records.costbasis): each stream's
+    provider cost from its final receipt, else its estimate from the price table
+    (genai-prices, imported only when a stream needs it); basis reported | estimated | mixed.
+    The note names the price data of an estimate, or why the cost is unknown."""
+    from ledger.records.costbasis import REPORTED, auto_cost
 
-    total = 0.0
-    for b in books:
-        if b.cost is not None and b.final:
-            total += b.cost
-            continue
-        cost, why = estimate_cost(adapter.provider, b.model, b.counters)
-        if cost is None:
-            return None, None, why
-        total += cost
-    return total, "estimated", price_data_version()
+    def estimate(b: Any) -> tuple[float | None, str | None]:
+        from ledger.pricing import estimate_cost
+
+        return estimate_cost(adapter.provider, b.model, b.counters)
+
+    cost, basis, why = auto_cost(adapter.books.values(), lambda b: b.final, lambda b: b.cost, estimate)
+    if cost is None:
+        return None, None, why
+    if basis == REPORTED:
+        return cost, basis, None
+    from ledger.pricing import price_data_version
+
+    return cost, basis, price_data_version()
 
 
 class Launcher:
@@ -476,11 +476,9 @@ class Launcher:
                             splitter, adapter_errors, max_cost_hit)
 
     def _live_figures(self, adapter: Adapter) -> tuple[dict[str, Any], float | None, str | None]:
-        tokens, cost, complete = adapter.totals()
-        basis = "provider" if cost is not None and complete else None
-        if not complete:
-            cost = None
-        if cost is None and adapter.books:  # an estimate (the price table loads once, lazily)
+        tokens, _, _ = adapter.totals()
+        cost = basis = None
+        if adapter.books:  # the price table loads once, lazily, when a stream needs an estimate
             cost, basis, _ = running_cost(adapter)
         return tokens, cost, basis
 
@@ -545,14 +543,11 @@ class Launcher:
         if adapter.provider is not None:
             capture.emit("provider_attempt_finished", attempt_key=adapter.attempt_key,
                          outcome=outcome)
-        tokens, provider_cost, cost_complete = adapter.totals()
+        tokens, _, _ = adapter.totals()
         cost_usd: float | None = None
         cost_basis = cost_note = None
         if adapter.books:
-            if provider_cost is not None and cost_complete:
-                cost_usd, cost_basis = provider_cost, "provider"
-            else:
-                cost_usd, cost_basis, cost_note = running_cost(adapter)
+            cost_usd, cost_basis, cost_note = running_cost(adapter)
         error = adapter.error_message
         fields.update(adapter.result_fields)
         if isinstance(fields.get("provider_cumulative"), dict):

@@ -40,6 +40,16 @@ _KEY_COLUMNS = {"run": "run_id", "session": "session", "subject": "subject", "mo
                 "repo": "repo", "host": "host"}
 
 
+def known_outcome(value: str) -> bool:
+    """An --outcome value names an outcome, or is a `*` pattern that matches one."""
+    if "*" not in value:
+        return value in OUTCOMES
+    import re
+
+    pat = re.compile(".*".join(re.escape(part) for part in value.split("*")))
+    return any(pat.fullmatch(o) for o in OUTCOMES)
+
+
 @dataclass
 class ReportQuery:
     kind: str = "daily"
@@ -68,7 +78,7 @@ class ReportQuery:
             if name not in FILTERS:
                 raise ReportError(f"unknown filter {name!r}")
             if name == "outcome":
-                bad = [v for v in values if v not in OUTCOMES]
+                bad = [v for v in values if not known_outcome(v)]
                 if bad:
                     raise ReportError(f"unknown --outcome {bad[0]!r}; expected one of {', '.join(OUTCOMES)}")
         if self.evaluation is None:
@@ -82,12 +92,13 @@ class ReportQuery:
 # --------------------------------------------------------------------------------------
 # accumulators (every field merges by +, min or max)
 
-# run-level positions in Agg.v
-RUNS, IN, OUT, CR, CW, RS, COST, COST_N, BMIN, BMAX, FAILED, INTR, ABAND, UNVER, GAPS, NO_USAGE = range(16)
-N_RUN = 16
+# run-level positions in Agg.v (COST: sum of fully known costs, COST_N: how many;
+# PART: sum of the known parts of the costs that are not fully known)
+RUNS, IN, OUT, CR, CW, RS, COST, COST_N, BMIN, BMAX, FAILED, INTR, ABAND, UNVER, GAPS, NO_USAGE, PART = range(17)
+N_RUN = 17
 # per-model positions in Agg.models[model]
-M_ROWS, M_IN, M_OUT, M_CR, M_CW, M_RS, M_COST, M_COST_N, M_BMIN, M_BMAX = range(10)
-N_MODEL = 10
+M_ROWS, M_IN, M_OUT, M_CR, M_CW, M_RS, M_COST, M_COST_N, M_BMIN, M_BMAX, M_PART = range(11)
+N_MODEL = 11
 assert (BMIN, BMAX) == (M_BMIN, M_BMAX) == (8, 9)
 
 
@@ -147,9 +158,14 @@ class Agg:
             self.add_model(m, vals)
 
 
-def _cost_fields(runs: int, cost: float | None, known: int, bmin: int | None, bmax: int | None) -> dict[str, Any]:
-    basis = group_basis(runs, known, bmin, bmax)
-    known_sum = round(cost, COST_DIGITS) if cost is not None and known else None
+def _cost_fields(runs: int, cost: float | None, known: int, bmin: int | None, bmax: int | None,
+                 part: float | None = None) -> dict[str, Any]:
+    """cost_usd / cost_basis / cost_usd_known / unmeasured_cost_runs of a group: the known
+    sum counts the fully known runs and the known part of the others (money never goes
+    missing), but only a group whose every run is fully known has a cost_usd."""
+    basis = group_basis(runs, known, bmin, bmax, partly_known=part is not None)
+    pieces = [v for v in ((cost if known else None), part) if v is not None]
+    known_sum = round(sum(pieces), COST_DIGITS) if pieces else None
     return {
         "cost_usd": known_sum if basis in ("reported", "estimated", "mixed") else None,
         "cost_basis": basis,
@@ -171,7 +187,7 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
     d: dict[str, Any] = {"key": key, "runs": runs}
     d.update(_tokens(v, IN))
     d["unmeasured_usage_runs"] = v[NO_USAGE] or 0
-    d.update(_cost_fields(runs, v[COST], v[COST_N] or 0, v[BMIN], v[BMAX]))
+    d.update(_cost_fields(runs, v[COST], v[COST_N] or 0, v[BMIN], v[BMAX], v[PART]))
     d.update({"failed": v[FAILED] or 0, "interrupted": v[INTR] or 0, "abandoned": v[ABAND] or 0,
               "unverified": v[UNVER] or 0, "evidence_gaps": v[GAPS] or 0})
     if q.evaluation:
@@ -184,7 +200,7 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
             rows = mv[M_ROWS] or 0
             md: dict[str, Any] = {"model": m, "runs": rows}
             md.update(_tokens(mv, M_IN))
-            md.update(_cost_fields(rows, mv[M_COST], mv[M_COST_N] or 0, mv[M_BMIN], mv[M_BMAX]))
+            md.update(_cost_fields(rows, mv[M_COST], mv[M_COST_N] or 0, mv[M_BMIN], mv[M_BMAX], mv[M_PART]))
             models.append(md)
         models.sort(key=lambda x: (-(x["cost_usd_known"] or 0), -(x["total_tokens"] or 0), x["model"] or ""))
         d["models"] = models
@@ -208,12 +224,12 @@ def _run_aggregates(q: ReportQuery, t: Any = None) -> list[Any]:
         cost = f[f"run_cost_{q.cost}"]
         basis = [sa.func.min(f.run_basis_auto), sa.func.max(f.run_basis_auto)]
         head = [s(f.first), *(s(f[n]) for n in TOKENS), s(cost), sa.func.count(cost)]
-        tail = [s(f[n]) for n in flags]
+        tail = [s(f[n]) for n in flags] + [s(f[f"run_cost_{q.cost}_partial"])]
     else:
         c = t.c
         basis = [sa.func.min(c.run_basis_min), sa.func.max(c.run_basis_max)]
         head = [s(c.runs), *(s(c[n]) for n in TOKENS), s(c[f"run_cost_{q.cost}"]), s(c[f"run_cost_{q.cost}_n"])]
-        tail = [s(c[n]) for n in flags]
+        tail = [s(c[n]) for n in flags] + [s(c[f"run_cost_{q.cost}_partial"])]
     if q.cost != "auto":
         basis = [_basis_literal(q), _basis_literal(q)]
     return head + basis + tail
@@ -233,7 +249,8 @@ def _model_aggregates(q: ReportQuery, t: Any = None) -> list[Any]:
                sa.func.min(c.basis_min), sa.func.max(c.basis_max)]
     if q.cost != "auto":
         out[-2:] = [_basis_literal(q), _basis_literal(q)]
-    return out
+    part = (facts_t.c if t is None else t.c)[f"cost_{q.cost}_partial"]
+    return out + [sa.func.sum(part)]
 
 
 def _cost_columns(q: ReportQuery) -> tuple[Any, Any]:
@@ -354,11 +371,13 @@ def _top_runs(q: ReportQuery, conds: list[Any]) -> Any:
     """`report run --limit N`: the N runs to show, chosen in SQL (same order as _sort_rows)."""
     f = facts_t.c
     run_cost, _ = _cost_columns(q)
+    run_cost = sa.func.coalesce(run_cost, f[f"run_cost_{q.cost}_partial"])  # the known sum, like _sort_rows
     desc = resolved_order(q) == "desc"
     tokens = sa.func.coalesce(f.run_total_tokens, -1)
     order = [run_cost.is_(None), run_cost.desc() if desc else run_cost.asc(),
              tokens.desc() if desc else tokens.asc(), f.run_id.desc() if desc else f.run_id.asc()]
-    return sa.select(f.home_id, f.run_id).where(f.first == 1, *conds).order_by(*order).limit(q.limit)
+    return sa.select(f.home_id, f.run_id).where(f.first == 1, *conds).order_by(*order).limit(
+        min(q.limit, 2**63 - 1))  # SQL integers end there
 
 
 def _source(q: ReportQuery) -> str:
@@ -661,5 +680,6 @@ def _pricing(conn: Any, q: ReportQuery, conds: list[Any], totals: dict[str, Any]
     else:
         n = conn.execute(sa.select(sa.func.count(sa.distinct(f.run_id))).where(cost.is_(None), *conds)).scalar_one()
         if n:
-            unknown.append({"model": None, "reason": "no provider-reported cost", "runs": int(n)})
+            unknown.append({"model": None, "reason": "no provider-reported cost (for all or part of the usage)",
+                            "runs": int(n)})
     return {"cost": q.cost, "price_data": price_data_version(), "unpriced": unknown}

@@ -21,7 +21,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone, tzinfo
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger.errors import LedgerError
@@ -49,27 +49,40 @@ def parse_day(text: str, option: str = "--since") -> date:
                       hint=f"for example `ledger report {option} 2026-03-01`")
 
 
-def resolve_zone(name: str | None, env: dict[str, str] | None = None) -> tuple[tzinfo, str]:
+def resolve_zone(name: str | None, env: Mapping[str, str] | None = None,
+                 warn: Callable[[str], None] | None = None) -> tuple[tzinfo, str]:
     """The report's zone and its display name. None means the local zone.
 
-    Local zone: $TZ when it names an IANA zone, else /etc/localtime (its symlink target
-    names the zone), else UTC.
+    Local zone: $TZ when it names an IANA zone (`:Europe/Paris` and a path into a zoneinfo
+    directory too), else /etc/localtime (its symlink target names the zone), else UTC.
+    A $TZ that is set but names nothing we can use (`Nowhere/Bogus`, `:/etc/passwd`, a
+    POSIX rule string) means UTC, as the C library takes it, and `warn` is told so: the
+    report's days must not silently move.
     """
     if name:
         if name.upper() in ("UTC", "Z"):
             return ZoneInfo("UTC"), "UTC"
-        try:
-            return ZoneInfo(name), name
-        except (ZoneInfoNotFoundError, ValueError, IsADirectoryError, OSError):
+        zone = _zone(name)
+        if zone is None:
             raise ReportError(f"unknown time zone {name!r}; expected an IANA name such as Europe/Paris",
-                              hint="list zones with `python -c 'import zoneinfo; print(zoneinfo.available_timezones())'`") from None
+                              hint="for example `ledger report --tz America/New_York` (or `--tz UTC`)")
+        return zone, name
     env = os.environ if env is None else env
-    tz = (env.get("TZ") or "").lstrip(":")
+    raw = env.get("TZ") or ""
+    tz = raw[1:] if raw.startswith(":") else raw
     if tz:
-        try:
-            return ZoneInfo(tz), tz
-        except (ZoneInfoNotFoundError, ValueError, IsADirectoryError, OSError):
-            pass
+        if tz.upper() in ("UTC", "Z"):
+            return ZoneInfo("UTC"), "UTC"
+        key = tz
+        if os.path.isabs(tz) and "/zoneinfo/" in tz:  # glibc accepts a path to a zone file
+            key = tz[tz.index("/zoneinfo/") + len("/zoneinfo/"):]
+        zone = _zone(key)
+        if zone is not None:
+            return zone, key
+        if warn is not None:
+            warn(f"warning: $TZ={raw!r} is not a usable time zone; using UTC "
+                 "(set TZ to an IANA name such as Europe/Paris, or pass --tz)")
+        return ZoneInfo("UTC"), "UTC"
     try:
         target = os.readlink("/etc/localtime")
         idx = target.find("zoneinfo/")
@@ -83,6 +96,14 @@ def resolve_zone(name: str | None, env: dict[str, str] | None = None) -> tuple[t
             return ZoneInfo.from_file(f, key="localtime"), "localtime"
     except (OSError, ValueError):
         return ZoneInfo("UTC"), "UTC"
+
+
+def _zone(key: str) -> ZoneInfo | None:
+    """The IANA zone `key`, or None (unknown, a path, not a zone file, unreadable)."""
+    try:
+        return ZoneInfo(key)
+    except (ZoneInfoNotFoundError, ValueError, IsADirectoryError, OSError):
+        return None
 
 
 def local_midnight_utc(day: date, zone: tzinfo) -> datetime:
@@ -107,8 +128,19 @@ def utc_range(since: date | None, until: date | None, zone: tzinfo) -> tuple[dat
     """[start, end) in UTC for the inclusive local-day range since..until."""
     if since is not None and until is not None and until < since:
         raise ReportError(f"--until {until.isoformat()} is before --since {since.isoformat()}")
-    start = local_midnight_utc(since, zone) if since else None
-    end = local_midnight_utc(until + timedelta(days=1), zone) if until else None
+    # A bound past the calendar's ends (`--until 9999-12-31`, `--since 0001-01-01` east of
+    # UTC) cannot be an instant; no run lies beyond it either, so the range is open there.
+    start = end = None
+    if since is not None:
+        try:
+            start = local_midnight_utc(since, zone)
+        except OverflowError:
+            start = None
+    if until is not None:
+        try:
+            end = local_midnight_utc(until + timedelta(days=1), zone)
+        except OverflowError:
+            end = None
     return start, end
 
 

@@ -6,16 +6,21 @@ Per usage stream (DESIGN §3):
 - `estimated`: tokens priced with the pinned price table (ledger.pricing, genai-prices).
 - `auto` (default): the provider's cost where the stream has a **final receipt** with a
   cost (a completed Claude Code run), else the estimate (Codex, Gemini, a run killed before
-  its receipt).
+  its receipt). The rule itself is `ledger.records.costbasis` (receipt_cost, auto_cost),
+  shared with `ledger run --json`, which may not import the report (DESIGN §6).
 
 A stream whose figure is unknown (an unpriced model, no usage, no reported cost) makes the
-cost of its (run, model) row and of its run unknown: never $0. Groups combine runs:
+cost of its (run, model) row and of its run unknown: never $0. What its other streams did
+cost is still known and kept apart, as the row's *partial* figure (`split_known`): e.g. a
+run whose first attempt was retried before its receipt has a reported cost for the final
+attempt only. Groups combine runs:
 
 - every run known, all `reported` -> `reported`; all `estimated` -> `estimated`;
   a mix (across runs or within one run) -> `mixed`;
-- some runs unknown -> `partial`: `cost_usd` is null, `cost_usd_known` is the sum of the
-  known part (a lower bound), `unmeasured_cost_runs` counts the others;
-- every run unknown -> `unknown`.
+- some runs unknown or only partly known -> `partial`: `cost_usd` is null,
+  `cost_usd_known` is the sum of every known figure (a lower bound: the known runs and the
+  known part of the others), `unmeasured_cost_runs` counts the runs not fully known;
+- nothing known at all -> `unknown`.
 """
 
 from __future__ import annotations
@@ -52,9 +57,22 @@ def sum_known(values: Iterable[float | None]) -> float | None:
     return total
 
 
-def group_basis(runs: int, known_runs: int, min_code: int | None, max_code: int | None) -> str:
-    """A group's basis from how many of its runs have a known cost and their codes' range."""
-    if runs == 0 or known_runs == 0:
+def split_known(values: Iterable[float | None]) -> tuple[float | None, float | None]:
+    """(total, partial) of a sum whose parts may be unknown (None): the total when every part
+    is known (partial None); else total None and partial the sum of the known parts (None
+    when none is, or when there are no parts)."""
+    vals = list(values)
+    known = [v for v in vals if v is not None]
+    if vals and len(known) == len(vals):
+        return sum(known), None
+    return None, (sum(known) if known else None)
+
+
+def group_basis(runs: int, known_runs: int, min_code: int | None, max_code: int | None,
+                partly_known: bool = False) -> str:
+    """A group's basis from how many of its runs have a known cost, their codes' range, and
+    whether the runs not fully known have a known part (`partly_known`)."""
+    if runs == 0 or (known_runs == 0 and not partly_known):
         return "unknown"
     if known_runs < runs:
         return "partial"

@@ -1,4 +1,4 @@
-"""The report's own tables (migration `0002_report`): per-run, per-model facts with cached
+"""The report's own tables (migrations `0002_report`, `0003_partial_costs`): per-run, per-model facts with cached
 cost estimates, and two rollups of them.
 
 All of it is derived data (like the whole index): rebuilt from `runs`, `usage_streams` and
@@ -86,6 +86,14 @@ class ReportFact(Base):
     cost_auto: Mapped[float | None] = mapped_column(Double)
     basis_auto: Mapped[int | None] = mapped_column(SmallInteger)
     unpriced: Mapped[str | None] = mapped_column(Text)  # why the estimate of this model is unknown
+    # migration 0003: the known part of a cost that is not fully known (NULL when the cost
+    # is known, or nothing of it is), per mode; run-level on the first row only
+    run_cost_reported_partial: Mapped[float | None] = mapped_column(Double)
+    run_cost_estimated_partial: Mapped[float | None] = mapped_column(Double)
+    run_cost_auto_partial: Mapped[float | None] = mapped_column(Double)
+    cost_reported_partial: Mapped[float | None] = mapped_column(Double)
+    cost_estimated_partial: Mapped[float | None] = mapped_column(Double)
+    cost_auto_partial: Mapped[float | None] = mapped_column(Double)
 
     __table_args__ = (
         # by run (sync, joins). Not including `first`: SQLite would then scan this index
@@ -120,6 +128,9 @@ RUN_MEASURES = (
     ("unverified", "sum", "unverified"),
     ("evidence_gaps", "sum", "evidence_gaps"),
     ("no_usage", "sum", "no_usage"),
+    ("run_cost_auto_partial", "sum", "run_cost_auto_partial"),  # migration 0003
+    ("run_cost_reported_partial", "sum", "run_cost_reported_partial"),
+    ("run_cost_estimated_partial", "sum", "run_cost_estimated_partial"),
 )
 MODEL_MEASURES = (
     ("model_rows", "count", None),
@@ -131,6 +142,9 @@ MODEL_MEASURES = (
     ("cost_estimated_n", "count", "cost_estimated"),
     ("basis_min", "min", "basis_auto"),
     ("basis_max", "max", "basis_auto"),
+    ("cost_auto_partial", "sum", "cost_auto_partial"),  # migration 0003
+    ("cost_reported_partial", "sum", "cost_reported_partial"),
+    ("cost_estimated_partial", "sum", "cost_estimated_partial"),
 )
 
 

@@ -32,7 +32,8 @@ import sqlalchemy as sa
 
 from ledger.index.models import COUNTER_COLUMNS, Home, Run, RunSubject, UsageStream
 from ledger.report.buckets import epoch
-from ledger.report.costs import combine_codes, sum_known
+from ledger.records.costbasis import receipt_cost
+from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known
 from ledger.report.models import (
     ESTIMATED, MODEL_MEASURES, REPORTED, RUN_MEASURES, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot, ReportState,
 )
@@ -119,9 +120,11 @@ class FactBuilder:
             self.stats.priced_streams += 1
         return hit
 
-    def rows(self, run: Any, streams: Sequence[Any], cached: Mapping[str, tuple[int, float | None, str | None]],
+    def rows(self, run: Any, streams: Sequence[Any],
+             cached: Mapping[str, tuple[int, float | None, str | None, float | None]],
              subjects: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """The fact rows of one run. `cached`: model_key -> (fingerprint, estimate, unpriced)
+        """The fact rows of one run. `cached`: model_key -> (fingerprint, estimate, unpriced,
+        known part of an incomplete estimate)
         of rows priced with the current price version (reused when the fingerprint matches);
         `subjects`: the run's subject selectors in manifest order."""
         created_s = epoch(run.created_at)
@@ -132,7 +135,7 @@ class FactBuilder:
         per_model: list[dict[str, Any]] = []
         if not by_model:
             per_model.append({"model_key": "", "model": None, **{c: None for c in TOKEN_COLUMNS},
-                              "cost_reported": None, "cost_estimated": None, "cost_auto": None,
+                              **{f"cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")},
                               "basis_auto": None, "unpriced": None, "usage_fingerprint": 0})
         for key in sorted(by_model):
             group = by_model[key]
@@ -144,31 +147,33 @@ class FactBuilder:
             hit = cached.get(key)
             if hit is not None and hit[0] == fp:
                 est, unpriced = hit[1], hit[2]
+                est_part = hit[3] if len(hit) > 3 else None  # a fully known or unknown estimate has none
                 self.stats.reused_estimates += 1
                 est_by_stream = None
             else:
                 est_by_stream = [self._estimate(st.provider, st.model, _counters(st)) for st in group]
-                est = sum_known(e for e, _ in est_by_stream)
+                est, est_part = split_known(e for e, _ in est_by_stream)
                 unpriced = next((why for e, why in est_by_stream if e is None), None)
-            reported = sum_known(st.cost_usd for st in group)
-            # auto: each stream's receipt cost when it has one, else its estimate
-            if all(st.final_receipt and st.cost_usd is not None for st in group):
-                auto, basis = reported, REPORTED
-            elif not any(st.final_receipt and st.cost_usd is not None for st in group):
-                auto, basis = est, (ESTIMATED if est is not None else None)
+            # reported: every cost the provider gave, final receipt or not (a retried attempt's)
+            reported, reported_part = split_known(st.cost_usd for st in group)
+            # auto: each stream's receipt cost when it has one, else its estimate (the rule:
+            # ledger.records.costbasis.receipt_cost)
+            receipts = [receipt_cost(bool(st.final_receipt), st.cost_usd) for st in group]
+            if all(r is not None for r in receipts):
+                auto, auto_part, basis = sum_known(receipts), None, REPORTED
+            elif all(r is None for r in receipts):
+                auto, auto_part, basis = est, est_part, (ESTIMATED if est is not None else None)
             else:
                 if est_by_stream is None:
                     est_by_stream = [self._estimate(st.provider, st.model, _counters(st)) for st in group]
-                parts: list[tuple[float | None, int]] = []
-                for st, (e, _) in zip(group, est_by_stream):
-                    if st.final_receipt and st.cost_usd is not None:
-                        parts.append((st.cost_usd, REPORTED))
-                    else:
-                        parts.append((e, ESTIMATED))
-                auto = sum_known(p for p, _ in parts)
+                parts = [(r, REPORTED) if r is not None else (e, ESTIMATED)
+                         for r, (e, _) in zip(receipts, est_by_stream)]
+                auto, auto_part = split_known(p for p, _ in parts)
                 basis = combine_codes(b for _, b in parts) if auto is not None else None
             per_model.append({"model_key": key, "model": key or None, **tokens, "cost_reported": reported,
                               "cost_estimated": est, "cost_auto": auto, "basis_auto": basis,
+                              "cost_reported_partial": reported_part, "cost_estimated_partial": est_part,
+                              "cost_auto_partial": auto_part,
                               "unpriced": unpriced if est is None else None, "usage_fingerprint": fp})
         run_model = run.model
         if run_model is None:
@@ -189,19 +194,32 @@ class FactBuilder:
             "abandoned": int(outcome == "abandoned"), "unverified": int((run.evidence_gaps or 0) > 0),
             "evidence_gaps": run.evidence_gaps or 0, "no_usage": int(not streams),
             "duration_ms": run.duration_ms,
-            "run_cost_reported": sum_known(m["cost_reported"] for m in per_model),
-            "run_cost_estimated": sum_known(m["cost_estimated"] for m in per_model),
-            "run_cost_auto": sum_known(m["cost_auto"] for m in per_model),
+            **_run_costs(per_model),
             "run_basis_auto": combine_codes(m["basis_auto"] for m in per_model),
             "run_total_tokens": _total_tokens(per_model),
         }
         zero = {"failed": 0, "interrupted": 0, "abandoned": 0, "unverified": 0, "evidence_gaps": 0,
-                "no_usage": 0, "duration_ms": None, "run_cost_reported": None, "run_cost_estimated": None,
-                "run_cost_auto": None, "run_basis_auto": None, "run_total_tokens": None}
+                "no_usage": 0, "duration_ms": None, "run_basis_auto": None, "run_total_tokens": None,
+                **{f"run_cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")}}
         out = []
         for i, m in enumerate(per_model):
             out.append({**common, **m, "first": 1 if i == 0 else 0, **(run_level if i == 0 else zero)})
         return out
+
+
+def _run_costs(per_model: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A run's cost per mode: the sum over its models when every one is fully known, else
+    null, with the known part (fully known models plus the others' known parts) apart."""
+    out: dict[str, Any] = {}
+    for mode in COST_MODES:
+        total, part = split_known(m[f"cost_{mode}"] for m in per_model)
+        if total is None:
+            known = [m[f"cost_{mode}"] if m[f"cost_{mode}"] is not None else m[f"cost_{mode}_partial"]
+                     for m in per_model]
+            part = sum_known(v for v in known if v is not None)
+        out[f"run_cost_{mode}"] = total
+        out[f"run_cost_{mode}_partial"] = part
+    return out
 
 
 def _total_tokens(rows: Sequence[Mapping[str, Any]]) -> int | None:
@@ -272,17 +290,18 @@ def _load_subjects(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int
 
 
 def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int]
-                 ) -> dict[tuple[int, str], dict[str, tuple[int, float | None, str | None]]]:
+                 ) -> dict[tuple[int, str], dict[str, tuple[int, float | None, str | None, float | None]]]:
     """The estimates the facts of `keys` hold (all priced with the current price data: a
     new price version rebuilds everything); adds their slots to `touched`."""
-    out: dict[tuple[int, str], dict[str, tuple[int, float | None, str | None]]] = {}
+    out: dict[tuple[int, str], dict[str, tuple[int, float | None, str | None, float | None]]] = {}
     if not keys:
         return out
     f = facts_t.c
     q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced,
-                  f.slot).where(keys_in(f.home_id, f.run_id, keys))
+                  f.cost_estimated_partial, f.slot).where(keys_in(f.home_id, f.run_id, keys))
     for r in conn.execute(q):
-        out.setdefault((r.home_id, r.run_id), {})[r.model_key] = (r.usage_fingerprint, r.cost_estimated, r.unpriced)
+        out.setdefault((r.home_id, r.run_id), {})[r.model_key] = (
+            r.usage_fingerprint, r.cost_estimated, r.unpriced, r.cost_estimated_partial)
         touched.add(r.slot)
     return out
 
@@ -293,7 +312,7 @@ def _delete_facts(conn: Any, keys: Sequence[tuple[int, str]]) -> None:
 
 
 def _write(conn: Any, builder: FactBuilder, runs: Sequence[Any],
-           cached: Mapping[tuple[int, str], Mapping[str, tuple[int, float | None, str | None]]],
+           cached: Mapping[tuple[int, str], Mapping[str, tuple[int, float | None, str | None, float | None]]],
            touched: set[int]) -> None:
     """Build and insert the facts of `runs` (their old facts are already gone)."""
     keys = [(r.home_id, r.run_id) for r in runs]
