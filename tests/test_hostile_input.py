@@ -34,6 +34,8 @@ def tree_state(root: Path) -> dict[str, tuple]:
                 out[rel] = ("link", os.readlink(p))
             elif os.path.isdir(p):
                 out[rel] = ("dir", st.st_mode)
+            elif not os.path.isfile(p):  # a FIFO or device: never opened (it could block)
+                out[rel] = ("special", st.st_mode)
             else:
                 with open(p, "rb") as f:
                     out[rel] = ("file", st.st_mode, hashlib.sha256(f.read()).hexdigest())
@@ -343,3 +345,81 @@ def test_a_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
         holder.wait(timeout=10)
     assert res.returncode == 0, res.stderr
     assert "waiting for another ledger process updating the index" in res.stderr
+
+
+# --------------------------------------------------------------------------------------
+# hostile record contents: every read command survives a home full of them
+
+
+def hostile_home(home: Path, outside: Path) -> dict[str, Path]:
+    """Records as a broken disk, an old tool or an attacker could leave them."""
+    import recordkit as rk
+
+    runs: dict[str, Path] = {}
+    good = rk.golden_events()
+    runs["fine"] = rk.make_run(home, events=good, term=rk.terminal())
+    runs["garbage_manifest"] = rk.make_run(home, events=good, term=rk.terminal(), manifest_bytes=b"\x00\xff garbage")
+    runs["array_manifest"] = rk.make_run(home, events=good, manifest_bytes=b"[1, 2, 3]")
+    runs["deep_manifest"] = rk.make_run(home, events=good, manifest_bytes=b"[" * 100_000 + b"]" * 100_000)
+    runs["wrong_id"] = rk.make_run(home, events=good, run_id=rk.new_id(), manifest_bytes=rk.pretty(rk.manifest(rk.new_id())))
+    runs["bad_utf8"] = rk.make_run(home, events=rk.events_bytes(good[:3]) + b'{"x": "\xff\xfe"}\n')
+    runs["nul_bytes"] = rk.make_run(home, events=b"\x00" * 4096 + b"\n")
+    runs["huge_numbers"] = rk.make_run(home, events=[
+        rk.usage(0, "a/t/m", 1, {"input_tokens": 2 ** 70, "output_tokens": -5, "cost_usd": 1e308}),
+        rk.usage(1, "a/t/m", 2, {"input_tokens": 2 ** 70, "output_tokens": 10 ** 30, "cost_usd": 1e308}, final=True)],
+        term=rk.terminal())
+    runs["nan_cost"] = rk.make_run(home, events=rk.events_bytes(good[:1]) + (
+        b'{"schema_version":1,"seq":1,"observed_at":"2026-03-08T06:30:01Z","type":"usage","usage_stream_id":"a",'
+        b'"provider":"p","model":"m","attempt_key":"attempt-1","turn_key":"t","observation_seq":1,'
+        b'"counter_kind":"cumulative","start_known":true,"final_receipt":true,"usage":{"cost_usd":NaN}}\n'))
+    runs["control_text"] = rk.make_run(home, events=good, term=rk.terminal(),
+                                       cwd="/tmp/\x1b]8;;https://evil.example\x07x\x1b]8;;\x07",
+                                       subjects=[{"selector": "task:[/]:x:\x1b[31m", "source": "declared"}],
+                                       model="[bold red]m[/]")
+    runs["bad_outcome"] = rk.make_run(home, events=good, term=b'{"schema_version":1,"outcome":"\xf0\x9f\x99\x82"}')
+    runs["term_is_dir"] = rk.make_run(home, events=good)
+    (runs["term_is_dir"] / "terminal.json").mkdir()
+    runs["events_is_dir"] = rk.make_run(home, events=None)
+    (runs["events_is_dir"] / "events.jsonl").mkdir()
+    runs["events_fifo"] = rk.make_run(home, events=None)
+    os.mkfifo(runs["events_fifo"] / "events.jsonl")  # reading it would block forever
+    runs["manifest_link"] = rk.make_run(home, events=good)
+    (runs["manifest_link"] / "manifest.json").unlink()
+    os.symlink("/etc/passwd", runs["manifest_link"] / "manifest.json")
+    outside_run = outside / "run_0123456789abcdef0123456789abcdef"
+    outside_run.mkdir(parents=True)
+    (outside_run / "manifest.json").write_bytes(rk.pretty(rk.manifest(outside_run.name)))
+    link_id = rk.new_id()
+    (home / "runs" / link_id[4:6]).mkdir(parents=True, exist_ok=True)
+    os.symlink(outside_run, home / "runs" / link_id[4:6] / link_id)
+    (home / "runs" / "zz").mkdir(exist_ok=True)
+    (home / "runs" / "zz" / "not-a-run.txt").write_text("x")
+    return runs
+
+
+READ_COMMANDS = [("runs", "--json", "--all"), ("runs", "--all"), ("report", "--json"), ("report", "run"),
+                 ("report", "subject"), ("sql", "SELECT * FROM runs_v"), ("index", "--full", "--json"),
+                 ("verify", "--json"), ("db", "check")]
+
+
+def test_every_read_command_survives_hostile_records(tmp_path):
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    runs = hostile_home(home, outside)
+    env = {k: v for k, v in os.environ.items() if k not in ("LEDGER_DB",)}
+    env.update(LEDGER_HOME=str(home), COLUMNS="100")
+
+    def records_state() -> dict[str, tuple]:
+        return {k: v for k, v in tree_state(tmp_path).items() if not k.startswith("home/index.sqlite")}
+
+    before = records_state()
+    for cmd in READ_COMMANDS + [("show", p.name) for p in runs.values()]:
+        res = subprocess.run([sys.executable, "-m", "ledger", *cmd], capture_output=True, env=env, timeout=120)
+        out = res.stdout + res.stderr
+        assert b"Traceback" not in out, (cmd, out.decode(errors="replace")[-3000:])
+        assert res.returncode in (0, 1), (cmd, res.returncode, out[-2000:])
+        if res.returncode == 1:
+            assert b"Error: " in res.stderr or cmd[0] in ("verify", "db"), (cmd, res.stderr)
+        assert b"\x1b" not in res.stdout and b"\x07" not in res.stdout, cmd  # escapes never reach a terminal
+        assert records_state() == before, f"{cmd} changed a record or something outside the home"
+    # nothing ledger read was followed out of the home
+    assert not any(p.startswith("outside/") and "index" in p for p in tree_state(tmp_path))
