@@ -4,7 +4,9 @@ For each run: the record must be readable (manifest, every complete events line)
 context must match its sha256/size, terminal.json must be valid, and every evidence file a
 `result` event binds (`raw_stream`, `stdout_tail`, `stderr_tail`: {path, sha256, bytes})
 must re-hash to the recorded digest. Evidence gaps counted by the reader are reported too.
-Reads records only (never the index), so it works when the index is gone.
+Reads records only (never the index), so it works when the index is gone. A symlink where
+a shard or a run directory should be is a problem (listed, never followed out of the home);
+a home that is missing or not a directory is an error, not "0 runs verified".
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ledger.errors import RecordError
+from ledger.errors import LedgerError, RecordError
 from ledger.records import jsonio
-from ledger.records.reader import EVENTS, iter_run_dirs, read_run
+from ledger.records.reader import EVENTS, SYMLINK_REASON, iter_run_entries, read_run
 
 BOUND_KEYS = ("raw_stream", "stdout_tail", "stderr_tail")
 
@@ -68,9 +70,29 @@ def _hash_file(path: str) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+HOME_HINT = ("record a run with `ledger run -- CMD` (it creates the home), or point --home / LEDGER_HOME "
+             "at an existing ledger home")
+
+
+def check_home(home: str | Path) -> None:
+    """Raise LedgerError unless `home` is a directory (verifying nothing is not a success)."""
+    try:
+        st = os.stat(home)
+    except FileNotFoundError:
+        raise LedgerError(f"no ledger home at {home}", hint=HOME_HINT) from None
+    except OSError as exc:
+        raise LedgerError(f"the ledger home {home} cannot be read ({exc.strerror or exc})", hint=HOME_HINT) from None
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode):
+        raise LedgerError(f"no ledger home at {home}: not a directory", hint=HOME_HINT)
+
+
 def verify_run(run_path: str | Path) -> Verdict:
     run_path = os.fspath(run_path)
     name = os.path.basename(run_path)
+    if os.path.islink(run_path):
+        return Verdict(name, run_path, False, problems=[SYMLINK_REASON])
     try:
         snap = read_run(run_path)
     except RecordError as exc:
@@ -98,5 +120,12 @@ def verify_run(run_path: str | Path) -> Verdict:
 
 
 def verify_home(home: Path) -> Iterator[Verdict]:
-    for path, _ in iter_run_dirs(home):
-        yield verify_run(path)
+    """Every entry of the home's runs/: a verdict per run directory, and a failed one per
+    symlink (a symlinked shard is named `runs/<xx>`: whatever it holds is not in the home)."""
+    check_home(home)
+    for path, name, kind in iter_run_entries(home):
+        if kind == "run":
+            yield verify_run(path)
+        else:
+            label = f"runs/{name}" if kind == "shard-link" else name
+            yield Verdict(label, path, False, problems=[SYMLINK_REASON])

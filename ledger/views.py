@@ -4,8 +4,9 @@ Both read the index (`indexed_runs`, `indexed_run`), which is brought up to date
 records first; `scan_records` is the records path they must agree with byte for byte.
 
 Selection rule of `ledger runs` without --all: runs started in the last 7 days, newest
-first, at most 50, plus every unterminated run (running, abandoned or unknown) whatever
-its age, so nothing in flight or lost is ever hidden.
+first, at most 50, plus every unterminated run (running, abandoned, unknown, or
+unreadable: a record that cannot be read) whatever its age, so nothing in flight, lost or
+damaged is ever hidden.
 """
 
 from __future__ import annotations
@@ -53,12 +54,19 @@ def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
 
 
 def scan_records(home: Path) -> tuple[list[RunSnapshot], list[ScanProblem]]:
-    from ledger.records.reader import scan
+    """Every run of the home read from its record, and the problems. A record that cannot be
+    read is in both: a problem, and a snapshot with state `unreadable` (as the index lists it)."""
+    from ledger.records.reader import scan_named, unreadable_snapshot
 
     snaps: list[RunSnapshot] = []
     problems: list[ScanProblem] = []
-    for item in scan(home):
-        (problems if isinstance(item, ScanProblem) else snaps).append(item)
+    for name, item in scan_named(home):
+        if isinstance(item, ScanProblem):
+            problems.append(item)
+            if name is not None:
+                snaps.append(unreadable_snapshot(name, item.path))
+        else:
+            snaps.append(item)
     return snaps, problems
 
 

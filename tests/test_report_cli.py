@@ -247,7 +247,8 @@ def test_filters_order_limit(home, db_url):
 def test_json_and_csv_fields_are_stable(home, db_url):
     make(home, "2026-03-08T10:00:00Z", [claude_stream()], subjects=["task:A"])
     doc, _ = report_json("daily", "--breakdown", "--db", db_url, "--tz", "UTC")
-    assert list(doc) == ["report", "query", "rows", "totals", "pricing"]
+    assert list(doc) == ["report", "query", "rows", "totals", "pricing", "unreadable_runs", "unreadable"]
+    assert doc["unreadable_runs"] == 0 and doc["unreadable"] == []
     assert list(doc["query"]) == ["tz", "since", "until", "week_start", "filters", "cost", "breakdown", "order", "limit"]
     assert list(doc["pricing"]) == ["cost", "price_data", "unpriced"]
     row_fields = ["key", "runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",

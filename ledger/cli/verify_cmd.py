@@ -17,13 +17,15 @@ def verify(
 ) -> None:
     """Re-check records: readable, context and evidence files match their sha256 bindings.
 
-    Exit 0 when everything verifies, 1 when any run has a problem (each is listed).
+    Exit 0 when everything verifies, 1 when any run has a problem (each is listed; a symlink
+    where a shard or run directory should be is one, never followed). A missing home is an error.
     """
     from ledger.home import resolve_home
     from ledger.records.ids import resolve_selector
-    from ledger.verify import verify_home, verify_run
+    from ledger.verify import check_home, verify_home, verify_run
 
     h = resolve_home(home)
+    check_home(h)
     verdicts = [verify_run(resolve_selector(h, run))] if run else list(verify_home(h))
     bad = [v for v in verdicts if not v.ok]
     if json_:

@@ -16,13 +16,34 @@ transaction** as the rows it produced:
   re-read whole and the run gets one more evidence gap per detected rewrite
   (`record_rewrites`, included in `evidence_gaps`). This is the one fact the index knows
   that the files no longer show: a rebuild from the records cannot see it.
+- `files_sig` (size/mtime/inode of manifest.json and terminal.json, and whether the receipt
+  was valid): the manifest is immutable and the receipt write-once, so when either changed
+  since it was indexed (overwritten in place, edited, deleted) the run gets one more
+  `record_rewrites` gap per file; a run whose receipt vanished is no longer settled (its
+  state falls back to liveness: abandoned / unknown) and carries that gap.
 - Unsettled runs whose files did not change only get their liveness re-checked
   (running -> abandoned when the launcher is gone).
 - Sealing (`index_shards`): a settled record quiet for SEAL_GRACE_NS is sealed; a shard
   directory whose records are all sealed is not opened again while its own signature is
   unchanged (a new or removed run changes it). A no-change pass over a settled history thus
-  stats ~256 shard directories, not every run. `full=True` (`ledger index --full`) opens
-  every shard, which also catches events appended to a run after it was sealed.
+  stats ~256 shard directories, not every run.
+
+What a pass checks. A plain pass: every shard directory (stat); in each shard that is not
+sealed (or whose directory changed), every record's directory and events.jsonl (stat), and
+its manifest.json and, when settled, terminal.json (stat: a change in place, which leaves
+the directory alone, is caught there). Damage to a record of a sealed shard that does not
+touch the shard directory (an in-place edit, a truncated events.jsonl, a deleted
+terminal.json) is not seen by a plain pass. `full=True` (`ledger index --full`) opens every
+shard and re-checks every file of every record against its cursor whatever the sealing
+says: the stats above, context.json's signature, and the hash of events.jsonl's first
+bytes (an in-place edit that kept size and mtime); damaged records are re-read. Content past
+the prefix of an unchanged-looking events.jsonl is `ledger verify`'s to re-read.
+
+Unreadable records stay visible: a record that cannot be read (bad manifest, malformed
+complete line, a symlink where its directory should be) keeps a cursor with status
+`damaged` and no rows; `ledger runs` lists it with state `unreadable` and reports count it
+(`unreadable_runs`). A symlinked shard `runs/<xx>` is listed as a problem on every pass
+(the listing is made anyway); its runs are not in the home. Symlinks are never followed.
 
 A damaged record (bad manifest, malformed complete line...) is listed with its path and
 reason, its cursor remembers the problem (so it is not re-read until it changes) and it
@@ -74,6 +95,11 @@ RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every
 # `ledger index --full` looks into every shard.
 SEAL_GRACE_NS = 10_000_000_000
 REWRITE_GAP_NOTE = "record rewritten"
+_MANIFEST = os.sep + reader.MANIFEST
+_TERMINAL = os.sep + reader.TERMINAL
+_CONTEXT = os.sep + reader.CONTEXT
+_EVENTS = os.sep + reader.EVENTS
+_CONTEXT_REF = reader.CONTEXT + "="  # context_sig of a ref to context.json (the only valid one)
 
 runs_t = Run.__table__
 subjects_t = RunSubject.__table__
@@ -131,14 +157,53 @@ def _dir_sig(st: os.stat_result) -> str:
     return f"{st.st_mtime_ns}:{st.st_ino}"
 
 
-def _subdirs(path: str, sort: bool = True) -> list[tuple[str, str]]:
-    """(name, path) of the directories in `path`; `.`-names skipped (iter_run_dirs' rules)."""
+def _subdirs(path: str, sort: bool = True) -> list[tuple[str, str, bool]]:
+    """(name, path, is_symlink) of the directories and symlinks in `path`; `.`-names skipped
+    (reader.iter_run_entries' rules). A symlink is listed as a problem, never followed."""
     try:
         with os.scandir(path) as it:
-            out = [(e.name, e.path) for e in it if e.name[0] != "." and e.is_dir(follow_symlinks=False)]
+            out = [(e.name, e.path, e.is_symlink()) for e in it
+                   if e.name[0] != "." and (e.is_dir(follow_symlinks=False) or e.is_symlink())]
     except OSError:
         return []
     return sorted(out) if sort else out
+
+
+LINK_SIG = "link:"  # dir_sig prefix of a symlink where a run directory should be (lstat()ed)
+
+
+def _files_sig(msig: str, tsig: str, tvalid: bool) -> str:
+    """index_cursors.files_sig: manifest.json and terminal.json signatures (`-`: absent), and
+    whether the receipt was valid: `size:mtime:ino|size:mtime:ino|1`."""
+    return f"{msig}|{tsig}|{1 if tvalid else 0}"
+
+
+def _files_unchanged(path: str, cur: tuple, full: bool) -> bool:
+    """Whether the files of an indexed record that the directory / events.jsonl signatures do
+    not cover are as the cursor saw them: manifest.json and (of a settled run) terminal.json
+    overwritten in place (stat signatures; a replaced or deleted file changes the directory);
+    with `full` also context.json (signature) and events.jsonl's first bytes (prefix hash: an
+    in-place edit that kept the size and the mtime). Hot path of a pass over open shards."""
+    fs = cur[7]
+    if fs is None:  # a cursor from before files were signed: trusted, except by --full
+        return not full
+    try:
+        st = os.lstat(path + _MANIFEST)
+        if not fs.startswith(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|"):
+            return False
+        if cur[1]:  # settled: the receipt was there
+            st = os.lstat(path + _TERMINAL)
+            if f"|{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|" not in fs:
+                return False
+    except OSError:
+        return False
+    if full:
+        cs = cur[8]
+        if cs and cs.startswith(_CONTEXT_REF) and not cs.startswith(f"{_CONTEXT_REF}{_file_sig(path + _CONTEXT)}/"):
+            return False
+        if cur[9] and _prefix(path + _EVENTS, cur[9]) != cur[10]:
+            return False
+    return True
 
 
 def _i64(v: int) -> int:
@@ -185,7 +250,7 @@ def launcher_dict(pid: int | None, ticks: int | None) -> dict[str, Any] | None:
 
 def _file_sig(path: str) -> str:
     try:
-        return _sig(os.stat(path))
+        return _sig(os.lstat(path))
     except OSError:
         return "-"
 
@@ -278,11 +343,12 @@ class _Work:
     racy: bool
     shard: str
     sealable: bool  # quiet for SEAL_GRACE; cleared unless the record turns out settled (or damaged)
+    verify: bool = False  # --full: an unchanged events.jsonl signature is not trusted (prefix re-hashed)
 
     def __reduce__(self) -> tuple:
         # sent to the workers as a plain tuple: pickling dataclass state cost ~10 us per record
         return (_Work, (self.path, self.name, self.dsig, self.esig, self.esize, self.eino, self.cur, self.racy,
-                        self.shard, self.sealable))
+                        self.shard, self.sealable, self.verify))
 
 
 PARALLEL_MIN = 64  # records in a batch before projecting them in worker processes
@@ -508,6 +574,7 @@ class Indexer:
         c = cursors_t.c
         r = runs_t.c
         fresh = self._prepare is not None  # an empty database: nothing to look up
+        full = self.full
         shard_rows: dict[str, tuple] = {}
         if not fresh:
             with self._txn(conn):
@@ -517,7 +584,10 @@ class Indexer:
         scan: list[tuple[str, str, str, bool]] = []
         skipped: list[str] = []
         # sorted: rows then reach the database in primary-key order (b-tree appends, ~25% cheaper)
-        for shard, spath in _subdirs(os.path.join(home, "runs")):
+        for shard, spath, link in _subdirs(os.path.join(home, "runs")):
+            if link:  # listed on every pass (the listing is made anyway); its runs are not in the home
+                s.skipped.append(ScanProblem(spath, reader.SYMLINK_REASON))
+                continue
             try:
                 sst = os.stat(spath)
             except OSError:
@@ -567,24 +637,28 @@ class Indexer:
             if not (fresh and self._prepare is not None):
                 with self._txn(conn):
                     cursors = {row[0]: tuple(row[1:]) for row in conn.execute(sa.text(
-                        "SELECT run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem "
-                        "FROM index_cursors WHERE home_id = :h AND shard IN :shards")
+                        "SELECT run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig"
+                        + (", context_sig, prefix_len, prefix_sha256" if full else "") +
+                        " FROM index_cursors WHERE home_id = :h AND shard IN :shards")
                         .bindparams(sa.bindparam("shards", expanding=True)),
                         {"h": home_id, "shards": [g[0] for g in group]}).fetchall()}
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = [ssig, not sracy, 0]
-                for name, path in _subdirs(spath):
+                for name, path, link in _subdirs(spath):
                     if not name.startswith(PREFIX):
                         continue
                     try:
-                        dst = stat(path)
+                        # a symlink is not followed: its own lstat() signature; _project lists it
+                        dst = os.lstat(path) if link else stat(path)
                     except OSError:
                         continue
                     seen.add(name)
                     state[2] += 1
-                    dsig = f"{dst.st_mtime_ns}:{dst.st_ino}"
+                    dsig = f"{LINK_SIG}{dst.st_mtime_ns}:{dst.st_ino}" if link else f"{dst.st_mtime_ns}:{dst.st_ino}"
                     try:
+                        if link:
+                            raise FileNotFoundError
                         est = stat(path + events_name)
                         esig = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}"
                         emtime, esize, eino = est.st_mtime_ns, est.st_size, est.st_ino
@@ -593,7 +667,9 @@ class Indexer:
                     racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
                     quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
                     cur = cursors.get(name)
-                    if cur is not None and not cur[2] and cur[3] == dsig and cur[4] == esig:
+                    if cur is not None and not cur[2] and cur[3] == dsig and cur[4] == esig and (
+                            (not full or link) if cur[0] == "damaged" else _files_unchanged(path, cur, full)):
+                        # (--full re-reads every damaged record: it may have been repaired in place)
                         if cur[1]:  # settled and unchanged
                             s.unchanged += 1
                             state[1] = state[1] and quiet
@@ -612,7 +688,7 @@ class Indexer:
                         if not racy:
                             s.unchanged += 1
                             continue
-                    batch.append(_Work(path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
+                    batch.append(_Work(path, name, dsig, esig, esize, eino, cur, racy, shard, quiet, full))
                     if len(batch) >= (BATCH if self._done or self._pending is not None else FIRST_BATCH):
                         done += self._flush(conn, home_id, batch, shard_state, done)
                         processed_any = True
@@ -772,6 +848,8 @@ class Indexer:
             if problem is not None:
                 if w.racy:
                     w.sealable = False
+                if prev is not None and prev.status == "damaged" and prev.problem == problem.reason:
+                    s.unchanged += 1  # (--full re-reads damaged records: still the same damage)
                 s.skipped.append(problem)
                 out["index_cursors"].append(self._cursor_row(
                     home_id, w, now, encode, status="damaged", problem=(problem.path, problem.reason),
@@ -838,11 +916,27 @@ class Indexer:
         """Read what changed in one record and append its rows + cursor to `out` (tuples in
         column order; encoded for SQLite's driver when `encode`)."""
         path = w.path
-        events_path = path + os.sep + reader.EVENTS  # (a scandir path: no trailing separator)
-        files_sig = None  # (reserved) manifest / terminal / provider-session are re-read whenever the record is
+        if w.dsig.startswith(LINK_SIG):
+            raise RecordError(path, reader.SYMLINK_REASON)
+        events_path = path + _EVENTS  # (a scandir path: no trailing separator)
+        # manifest.json is immutable and terminal.json write-once: signed (stat()ed before they
+        # are read) so that a later change, even in place, is seen (see _files_unchanged)
+        msig, tsig = _file_sig(path + _MANIFEST), _file_sig(path + _TERMINAL)
         manifest = reader.read_manifest(path)
         terminal = reader.read_terminal(path)  # before the events, like read_run()
+        files_sig = _files_sig(msig, tsig, terminal.present and terminal.valid)
         rewrites = prev.record_rewrites if prev is not None else 0
+        if prev is not None and prev.status == "indexed" and prev.files_sig:
+            # Files the format never changes, changed since they were indexed: flagged like a
+            # rewritten events.jsonl (the files alone no longer show it). A receipt counts
+            # once it was read valid (one read mid-write, before its bytes landed, is not).
+            pmsig, ptsig, pvalid = prev.files_sig.split("|")
+            if pmsig != msig:
+                rewrites += 1
+                self.summary.rewritten += 1
+            if ptsig != "-" and pvalid == "1" and ptsig != tsig:
+                rewrites += 1  # replaced, edited or deleted: the run no longer looks cleanly settled
+                self.summary.rewritten += 1
         state: dict[str, Any] | None = None
         offset = 0
         torn = False
@@ -850,7 +944,7 @@ class Indexer:
         head: list[bytes] | None = None
         if prev is not None and prev.status == "indexed" and prev.fold_state is not None:
             poff = prev.events_offset
-            if w.esig == prev.events_sig:
+            if w.esig == prev.events_sig and not w.verify:
                 state, offset, torn, fold = orjson.loads(prev.fold_state), poff, prev.torn, False
             elif (w.esize is not None and _i64(w.eino) == prev.events_ino and w.esize >= poff
                   and _prefix(events_path, prev.prefix_len) == prev.prefix_sha256):

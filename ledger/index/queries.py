@@ -23,6 +23,7 @@ from ledger.records.fold import stream_totals
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
 from ledger.records.model import RunSnapshot, ScanProblem, Subject, UsageTotals
+from ledger.records.reader import unreadable_snapshot
 from ledger.records.timefmt import format_utc
 
 runs_t = Run.__table__
@@ -85,7 +86,13 @@ def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None =
         sub_cond = sa.exists().where(rs.c.home_id == subjects_t.c.home_id, rs.c.run_id == subjects_t.c.run_id,
                                      sa.or_(rs.c.created_at >= cutoff, rs.c.settled == sa.false()))
     subjects = _subjects(conn, home_id, sub_cond)
-    return [_snapshot(row, subjects.get(row.run_id, [])) for row in conn.execute(sa.select(*_COLS).where(*cond))]
+    out = [_snapshot(row, subjects.get(row.run_id, [])) for row in conn.execute(sa.select(*_COLS).where(*cond))]
+    # unreadable records have no row in `runs`: listed from their cursors (state `unreadable`,
+    # kept by every selection like the other unterminated runs), as the records path lists them
+    c = cursors_t.c
+    out.extend(unreadable_snapshot(run_id, path) for run_id, path in conn.execute(
+        sa.select(c.run_id, c.problem_path).where(c.home_id == home_id, c.status == "damaged")))
+    return out
 
 
 def damaged(conn: Any, home_id: int | None) -> list[ScanProblem]:

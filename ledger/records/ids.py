@@ -61,8 +61,10 @@ def resolve_selector(home: Path, selector: str) -> Path:
     for shard in shards:
         try:
             with os.scandir(shard) as it:
+                # a symlinked run resolves (to its own path, never followed): `ledger verify RUN`
+                # then says what it is instead of "not found"
                 names = [(e.name, e.path) for e in it
-                         if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+                         if not e.name.startswith(".") and (e.is_dir(follow_symlinks=False) or e.is_symlink())]
         except OSError:
             continue
         for name, path in names:

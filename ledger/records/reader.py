@@ -18,7 +18,9 @@ from ledger.records import jsonio
 from ledger.records.fold import fold_file, new_state, open_regular, read_regular, reduce_usage, stream_totals
 from ledger.records.ids import PREFIX, is_run_id, shard_of
 from ledger.records.liveness import liveness
-from ledger.records.model import OUTCOMES, SCHEMA_VERSION, Manifest, RunSnapshot, ScanProblem, Subject
+from ledger.records.model import (
+    OUTCOMES, SCHEMA_VERSION, Manifest, RunSnapshot, ScanProblem, Subject, UsageTotals,
+)
 from ledger.records.timefmt import format_utc, is_canonical_utc, parse_rfc3339
 
 MANIFEST = "manifest.json"
@@ -29,26 +31,47 @@ PROVIDER_SESSION = "provider-session.json"
 STREAM_DIR = "streams"  # ledger addition: hash-bound raw provider streams
 
 
-def iter_run_dirs(home: Path) -> Iterator[tuple[str, str]]:
-    """Yield (run_dir_path, dir_name) for every candidate run directory, sorted.
+SYMLINK_REASON = "a symlink, not a directory: not followed"
 
-    Entries starting with `.` (staging) and non-directories are skipped.
+
+def iter_run_entries(home: Path) -> Iterator[tuple[str, str, str]]:
+    """Yield (path, name, kind) for every candidate entry of a home's runs/, sorted.
+
+    kind is "run" (a directory in a shard: a candidate run record), "shard-link" (a shard
+    `runs/<xx>` that is a symlink) or "link" (a symlink in a shard). Symlinks are listed,
+    never followed: a record is a real directory inside the home, so a link is damage to
+    report, not a place to read (it may point anywhere). Entries starting with `.`
+    (staging) and plain files are skipped.
     """
     runs = os.path.join(os.fspath(home), "runs")
     try:
         with os.scandir(runs) as it:
-            shards = sorted((e.name, e.path) for e in it
-                            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+            shards = sorted((e.name, e.path, e.is_symlink()) for e in it
+                            if not e.name.startswith(".") and (e.is_symlink() or e.is_dir(follow_symlinks=False)))
     except OSError:  # no runs/ (or not a directory): no runs
         return
-    for _, shard_path in shards:
+    for name, shard_path, link in shards:
+        if link:
+            yield shard_path, name, "shard-link"
+            continue
         try:
             with os.scandir(shard_path) as it:
-                entries = sorted((e.name, e.path) for e in it
-                                 if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+                entries = sorted((e.name, e.path, e.is_symlink()) for e in it
+                                 if not e.name.startswith(".") and (e.is_symlink() or e.is_dir(follow_symlinks=False)))
         except OSError:
             continue
-        for name, path in entries:
+        for run_name, path, rlink in entries:
+            yield path, run_name, "link" if rlink else "run"
+
+
+def iter_run_dirs(home: Path) -> Iterator[tuple[str, str]]:
+    """Yield (run_dir_path, dir_name) for every candidate run directory, sorted.
+
+    Entries starting with `.` (staging), non-directories and symlinks are skipped
+    (iter_run_entries() lists the symlinks).
+    """
+    for path, name, kind in iter_run_entries(home):
+        if kind == "run":
             yield path, name
 
 
@@ -230,6 +253,20 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
     )
 
 
+UNREADABLE = "unreadable"  # the state of a record that cannot be read (RunSnapshot.state)
+
+
+def unreadable_snapshot(run_id: str, path: str | None) -> RunSnapshot:
+    """What `ledger runs` shows for a record that cannot be read (a damaged file, a symlink
+    where its directory should be): its id and state `unreadable`, nothing else known. It is
+    listed, never dropped: a run that disappears from the listings hides its cost."""
+    return RunSnapshot(
+        id=run_id, parent_run_id=None, repo=None, worktree=None, subjects=[], skill=None, outcome=None,
+        started=None, ended=None, usage=UsageTotals(), evidence_gaps=0, harness=None, model=None,
+        surface=None, state=UNREADABLE, path=path,
+    )
+
+
 def read_run(run_path: str | Path) -> RunSnapshot:
     """Read one run record whole (streaming over events.jsonl)."""
     run_path = os.fspath(run_path)
@@ -241,20 +278,33 @@ def read_run(run_path: str | Path) -> RunSnapshot:
                           terminal, read_provider_session(run_path))
 
 
-def scan(home: Path) -> Iterator[RunSnapshot | ScanProblem]:
-    """Every run of a home, oldest directory order; damaged records come as ScanProblem."""
-    for path, name in iter_run_dirs(home):
+def scan_named(home: Path) -> Iterator[tuple[str | None, RunSnapshot | ScanProblem]]:
+    """scan() with each item's run directory name (None for a symlinked shard: no run)."""
+    for path, name, kind in iter_run_entries(home):
+        if kind == "shard-link":
+            yield None, ScanProblem(path, SYMLINK_REASON)
+            continue
         if not name.startswith(PREFIX):
+            continue
+        if kind == "link":
+            yield name, ScanProblem(path, SYMLINK_REASON)
             continue
         try:
             snapshot = read_run(path)
         except RecordError as exc:
-            yield ScanProblem(exc.path, exc.reason)
+            yield name, ScanProblem(exc.path, exc.reason)
             continue
         except OSError as exc:
-            yield ScanProblem(exc.filename or path, f"record cannot be read ({exc.strerror or exc})")
+            yield name, ScanProblem(exc.filename or path, f"record cannot be read ({exc.strerror or exc})")
             continue
         except Exception as exc:  # noqa: BLE001 - one broken record never hides the others
-            yield ScanProblem(path, f"record cannot be read ({type(exc).__name__}: {exc})")
+            yield name, ScanProblem(path, f"record cannot be read ({type(exc).__name__}: {exc})")
             continue
-        yield snapshot
+        yield name, snapshot
+
+
+def scan(home: Path) -> Iterator[RunSnapshot | ScanProblem]:
+    """Every run of a home, oldest directory order; damaged records come as ScanProblem, and
+    so do symlinks where a shard or a run directory should be (listed, not followed)."""
+    for _, item in scan_named(home):
+        yield item

@@ -326,6 +326,8 @@ class Report:
     totals: dict[str, Any]
     pricing: dict[str, Any]
     seconds: float = 0.0
+    # records the index pass could not read ({path, reason}): in no row, but never silently gone
+    unreadable: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         q = self.query
@@ -339,6 +341,7 @@ class Report:
                 "breakdown": q.breakdown, "order": resolved_order(q), "limit": q.limit,
             },
             "rows": self.rows, "totals": self.totals, "pricing": self.pricing,
+            "unreadable_runs": len(self.unreadable), "unreadable": self.unreadable,
         }
 
 

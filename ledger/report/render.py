@@ -180,6 +180,11 @@ def notes(report: Report) -> list[str]:
         n = t["unmeasured_usage_runs"]
         out.append(f"note: {_runs(n)} reported no token usage; '+' marks token sums that leave "
                    f"{'it' if n == 1 else 'them'} out.")
+    if report.unreadable:
+        n = len(report.unreadable)
+        out.append(f"note: {n:,} unreadable record{'' if n == 1 else 's'} (damaged, or a symlink) "
+                   f"{'is' if n == 1 else 'are'} not counted in these figures; `ledger verify` lists "
+                   f"{'it' if n == 1 else 'them'}.")
     return out
 
 

@@ -6,7 +6,9 @@
    exactly what `ledger runs` does);
 2. report_facts is synced with the index in one short write transaction (only what changed
    is re-read and re-priced, see ledger.report.sync);
-3. the report is answered in one read transaction (a consistent snapshot).
+3. the report is answered in one read transaction (a consistent snapshot);
+4. the records the pass could not read are attached (`Report.unreadable`, the JSON's
+   `unreadable_runs`): they are in no row, and never silently gone.
 """
 
 from __future__ import annotations
@@ -56,4 +58,6 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
     for p in summary.skipped:
         notify(f"warning: skipped damaged record {p.path}: {p.reason}")
     sync(url, notify=notify)
-    return query(url, q)
+    report = query(url, q)
+    report.unreadable = [p.to_dict() for p in summary.skipped]
+    return report
