@@ -48,7 +48,11 @@ def handle_errors(fn: F) -> F:
 
 
 def err(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A line on stderr. Messages embed data (a record path, a model name, a reason read from
+    a file): its control characters are shown escaped, never sent to the terminal."""
+    from ledger.text import plain
+
+    print(plain(message, multiline=True), file=sys.stderr, flush=True)
 
 
 def print_json(obj: Any) -> None:
@@ -85,24 +89,36 @@ def print_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> None:
 def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str | None = None,
                 footer: Sequence[Any] | None = None, compact: bool = False) -> None:
     """A Rich table. `compact`: one line per row, cells cut with an ellipsis on narrow
-    terminals (the last column folds); otherwise every cell folds so nothing is hidden."""
+    terminals (the last column folds); otherwise every cell folds so nothing is hidden.
+
+    Headers (SQL column names), cells and footers are data: printed as stored, never read as
+    markup or emoji, control characters escaped (ledger.text.shown). The title is ours."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
+
+    from ledger.text import shown
 
     table = Table(title=title, show_footer=footer is not None,
                   **({"box": box.SIMPLE_HEAD, "pad_edge": False} if compact else {}))
     last = len(header) - 1
     for i, h in enumerate(header):
-        foot = "" if footer is None else ("" if footer[i] is None else str(footer[i]))
+        foot = shown("" if footer is None or footer[i] is None else footer[i])
         if compact:
-            table.add_column(h, footer=foot, overflow="fold" if i == last else "ellipsis", no_wrap=i != last,
-                             min_width=min(len(h), 8))
+            table.add_column(shown(h), footer=foot, overflow="fold" if i == last else "ellipsis", no_wrap=i != last,
+                             min_width=min(len(str(h)), 8))
         else:
-            table.add_column(h, footer=foot, overflow="fold")
+            table.add_column(shown(h), footer=foot, overflow="fold")
     for row in rows:
-        table.add_row(*["—" if v is None else str(v) for v in row])
-    Console().print(table)
+        table.add_row(*[shown("—" if v is None else v) for v in row])
+    data_console().print(table)
+
+
+def data_console(stderr: bool = False) -> Any:
+    """A Rich console that prints data as it is: no emoji codes, no highlighting (markup stays
+    on for our own labels; data goes in as ledger.text.shown() Text, which markup never touches)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, emoji=False, highlight=False)
 
 
 def exclusive_formats(json_: bool, csv_: bool) -> None:

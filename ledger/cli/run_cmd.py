@@ -157,11 +157,13 @@ def execute(args: list[str]) -> int:
         sys.stdout.write(result.final_answer if result.final_answer.endswith("\n") else result.final_answer + "\n")
         sys.stdout.flush()
     if not json_:
+        from ledger.text import plain  # the agent's stop reason or error: its control characters escaped
+
         if result.returncode is None and result.error:
-            print(f"ledger: {result.error}", file=sys.stderr)
+            print(plain(f"ledger: {result.error}"), file=sys.stderr)
         elif result.outcome != "completed" and result.harness != "command":
             why = result.stop_reason or result.error or (result.evidence_reasons[0] if result.evidence_reasons else None)
-            print(f"ledger: run {result.run_id} {result.outcome}" + (f" ({why})" if why else ""), file=sys.stderr)
+            print(plain(f"ledger: run {result.run_id} {result.outcome}" + (f" ({why})" if why else "")), file=sys.stderr)
     return result.exit_code
 
 

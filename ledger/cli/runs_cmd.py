@@ -81,20 +81,37 @@ def show(
     if json_:
         print_json(detail)
         return
-    from rich.console import Console
+    _print_detail(detail, events)
 
-    c = Console()
+
+def _print_detail(detail: dict, events: bool) -> None:
+    """The labels are ours (bold); every value is data, printed as stored (ledger.text.shown:
+    no markup or emoji, control characters escaped). The final answer keeps its lines; an
+    event is one JSON line."""
+    from rich.text import Text
+
+    from ledger.cli.common import data_console
+    from ledger.records import jsonio
+    from ledger.text import shown
+
+    c = data_console()
+
+    def field(label: str, value) -> None:
+        # soft_wrap: long values are not cut into lines by Rich (a pipe gets them whole)
+        c.print(Text.assemble((label, "bold"), ": ", shown("—" if value is None or value == "" else value)),
+                soft_wrap=True)
+
     for key in ("id", "outcome", "state", "started", "ended", "harness", "model", "surface", "host", "cwd", "path",
                 "provider_session_id", "evidence_gaps", "api_retries"):
-        c.print(f"[bold]{key}[/bold]: {detail[key]}")
-    c.print(f"[bold]subjects[/bold]: {' '.join(detail['subjects']) or '—'}")
-    c.print("[bold]usage[/bold]: " + ", ".join(f"{k}={v}" for k, v in detail["usage"].items() if v is not None))
+        field(key, detail[key])
+    field("subjects", " ".join(detail["subjects"]))
+    field("usage", ", ".join(f"{k}={v}" for k, v in detail["usage"].items() if v is not None))
     if detail["final_answer"]:
-        c.print("[bold]final answer[/bold]:")
-        c.print(detail["final_answer"], markup=False)
+        c.print(Text("final answer", style="bold") + ":")
+        c.print(shown(detail["final_answer"], multiline=True), soft_wrap=True)
     if events:
         for ev in detail["events"]:
-            c.print(ev, markup=False)
+            c.print(shown(jsonio.dumps_compact(ev).decode()), soft_wrap=True)
 
 
 def _iter_events(path):

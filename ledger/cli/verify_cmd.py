@@ -22,6 +22,7 @@ def verify(
     """
     from ledger.home import resolve_home
     from ledger.records.ids import resolve_selector
+    from ledger.text import plain
     from ledger.verify import check_home, verify_home, verify_run
 
     h = resolve_home(home)
@@ -34,7 +35,7 @@ def verify(
     else:
         for v in bad:
             for p in v.problems:
-                print(f"{v.run_id}: {p}")
+                print(plain(f"{v.run_id}: {p}"))  # a problem can quote a path or a record's bytes
         err(f"verified {len(verdicts)} run(s): {len(verdicts) - len(bad)} ok, {len(bad)} with problems")
     if bad:
         raise typer.Exit(1)

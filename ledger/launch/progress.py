@@ -61,6 +61,10 @@ class Progress:
             self._last_retries += 1
             n = self._last_retries
             what = stats.retry_log[n - 1] if n - 1 < len(stats.retry_log) else None
+            if what:
+                from ledger.text import plain
+
+                what = plain(what)  # the provider's words: shown, never sent to the terminal as controls
             self.line(f"ledger: API retry #{n}" + (f" ({what})" if what else "") + " — the provider is failing")
         quiet = now - stats.last_event_at
         if quiet >= HEARTBEAT_SECS and now - self._last_heartbeat >= HEARTBEAT_SECS and not self.tty:

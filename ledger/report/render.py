@@ -142,30 +142,35 @@ def _count(d: dict[str, Any], name: str) -> str:
 
 
 def print_table(report: Report, console: Any = None) -> None:
+    """Group labels and model names are data (a subject, a host, a model an agent named):
+    every cell is printed as stored (ledger.text.shown: no markup or emoji, control
+    characters escaped)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from ledger.text import shown
+
+    console = console or Console(emoji=False, highlight=False)
     q = report.query
     cols = table_columns(report, console.width)
     title = f"ledger report {q.kind} · {q.zone_name}"
     if q.since or q.until:
         title += f" · {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
     title += f" · cost {q.cost}"
-    console.print(title, style="bold", markup=False, highlight=False, overflow="fold")
+    console.print(shown(title, style="bold"), overflow="fold")
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
     for i, (name, _) in enumerate(cols):
         table.add_column(name, justify="left" if i == 0 or name in ("basis", "started", "model") else "right",
                          overflow="fold", no_wrap=i != 0)
     for row in report.rows:
-        table.add_row(_key_text(report, row["key"]), *[fn(row) for _, fn in cols[1:]])
+        table.add_row(shown(_key_text(report, row["key"])), *[shown(fn(row)) for _, fn in cols[1:]])
         for m in row.get("models", ()):
-            table.add_row(f"  └ {m['model'] or '(unknown model)'}", *[
-                fn(m) if name not in ("failed", "intr.", "aband.", "unverified", "median $", "median time",
-                                      "started", "model") else "" for name, fn in cols[1:]], style="dim")
+            table.add_row(shown(f"  └ {m['model'] or '(unknown model)'}"), *[
+                shown(fn(m)) if name not in ("failed", "intr.", "aband.", "unverified", "median $", "median time",
+                                             "started", "model") else "" for name, fn in cols[1:]], style="dim")
     table.add_section()
-    table.add_row("Total", *[fn(report.totals) for _, fn in cols[1:]], style="bold")
+    table.add_row("Total", *[shown(fn(report.totals)) for _, fn in cols[1:]], style="bold")
     console.print(table)
 
 
