@@ -3,10 +3,7 @@
 Both read the index (`indexed_runs`, `indexed_run`), which is brought up to date with the
 records first; `scan_records` is the records path they must agree with byte for byte.
 
-Selection rule of `ledger runs` without --all: runs started in the last 7 days, newest
-first, at most 50, plus every unterminated run (running, abandoned, unknown, or
-unreadable: a record that cannot be read) whatever its age, so nothing in flight, lost or
-damaged is ever hidden.
+The selection rule of `ledger runs` without --all lives in ledger.records.selection.
 """
 
 from __future__ import annotations
@@ -16,22 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ledger.records.model import RunSnapshot, ScanProblem
-
-RECENT_DAYS = 7
-RECENT_LIMIT = 50
-
-
-def select_runs(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = None) -> list[RunSnapshot]:
-    ordered = sorted(snapshots, key=lambda s: (s.started or "", s.id), reverse=True)
-    if all_:
-        return ordered
-    now = now or datetime.now(timezone.utc)
-    cutoff = (now - timedelta(days=RECENT_DAYS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    recent = [s for s in ordered if (s.started or "") >= cutoff][:RECENT_LIMIT]
-    chosen = {s.id for s in recent}
-    extra = [s for s in ordered if s.state != "settled" and s.id not in chosen]
-    return sorted(recent + extra, key=lambda s: (s.started or "", s.id), reverse=True)
-
+from ledger.records.selection import RECENT_DAYS, RECENT_LIMIT, select_runs  # noqa: F401 - the rule's one home
 
 def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     """The `ledger show --json` document: the snapshot plus its evidence details."""
@@ -76,7 +58,7 @@ def _index(home: Path, db: str | None, notify: Any) -> str:
     from ledger.index.ops import index_homes
 
     url = dbmod.resolve_url(home, db)
-    summary = index_homes([home], url, notify=notify)
+    summary = index_homes([home], url, notify=notify, stale_ok=True)
     for p in summary.skipped:
         notify(f"warning: skipped damaged record {p.path}: {p.reason}")
     return url
@@ -91,9 +73,12 @@ def indexed_runs(home: Path, db: str | None, all_: bool, notify: Any,
     from ledger.index import ops, queries
 
     url = _index(home, db, notify)
-    with ops.reading(url) as conn:
-        snaps = queries.list_runs(conn, ops.home_id(conn, home), all_, now)
-    return select_runs(snaps, all_, now)
+
+    def read() -> list[RunSnapshot]:
+        with ops.reading(url) as conn:
+            return queries.list_runs(conn, ops.home_id(conn, home), all_, now)
+
+    return select_runs(ops.read_repairing([home], url, read, notify), all_, now)
 
 
 def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSnapshot:
@@ -101,5 +86,9 @@ def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSn
     from ledger.index import ops, queries
 
     url = _index(home, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg))
-    with ops.reading(url) as conn:
-        return queries.get_run(conn, ops.home_id(conn, home), selector)
+
+    def read() -> RunSnapshot:
+        with ops.reading(url) as conn:
+            return queries.get_run(conn, ops.home_id(conn, home), selector)
+
+    return ops.read_repairing([home], url, read, notify)

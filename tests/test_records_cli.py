@@ -60,9 +60,12 @@ def test_runs_json_lists_every_run_with_its_snapshot(home):
     res = invoke("runs", "--json", "--all", "--home", str(home))
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
-    assert sorted(r["id"] for r in rows) == sorted([a.run_id, b.run_id, hand.name])
-    assert [r["started"] for r in rows] == sorted((r["started"] for r in rows), reverse=True)  # newest first
+    # the damaged record stays visible (issue 17: damage is seen, not hidden), as `unreadable`
+    assert sorted(r["id"] for r in rows) == sorted([a.run_id, b.run_id, hand.name, bad.name])
     by_id = {r["id"]: r for r in rows}
+    assert by_id[bad.name]["state"] == "unreadable" and by_id[bad.name]["outcome"] is None
+    rows = [r for r in rows if r["id"] != bad.name]
+    assert [r["started"] for r in rows] == sorted((r["started"] for r in rows), reverse=True)  # newest first
     for rid in (a.run_id, hand.name):
         u = by_id[rid]["usage"]
         assert (u["streams"], u["final_streams"], u["input_tokens"], u["output_tokens"], u["cost_usd"], u["gaps"]) == (

@@ -531,7 +531,7 @@ def inspect_server(conn: Any) -> ServerStatus:
 def drop_index_objects(conn: Any) -> None:
     """Drop ledger's views and tables (a rebuild on a server database, in one transaction)."""
     from ledger.index.models import ALL_TABLES, VIEWS
-    from ledger.report.models import REPORT_TABLES, REPORT_VIEWS  # derived tables live here too
+    from ledger.index.report_tables import REPORT_TABLES, REPORT_VIEWS
 
     for view in REPORT_VIEWS + VIEWS:
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view} CASCADE")
@@ -543,7 +543,7 @@ def drop_index_objects(conn: Any) -> None:
 def clear_index_rows(conn: Any) -> None:
     """Delete every indexed row and cursor (homes stay), in the caller's transaction."""
     from ledger.index.models import DATA_TABLES
-    from ledger.report.models import REPORT_TABLES  # derived from the rows deleted here
+    from ledger.index.report_tables import REPORT_TABLES  # derived from the rows deleted here
 
     for table in REPORT_TABLES + DATA_TABLES + ("index_cursors", "index_shards"):
         conn.exec_driver_sql(f"DELETE FROM {table}")

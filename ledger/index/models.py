@@ -251,3 +251,8 @@ class IndexShard(Base):
 DATA_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses", "runs")
 VIEWS = ("runs_v", "subjects_v", "attempts_v", "usage_streams_v", "tool_uses_v")
 ALL_TABLES = DATA_TABLES + ("index_cursors", "index_shards", "homes", "ledger_meta")
+
+
+# The report's derived tables are part of this schema (migrations 0002, 0003): declared next
+# door, imported here so that Base.metadata is complete whoever imports the models.
+from ledger.index import report_tables  # noqa: E402,F401

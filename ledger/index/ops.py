@@ -534,7 +534,6 @@ def schema_diff(conn: Any, strict: bool = True) -> list[Any]:
     from alembic.migration import MigrationContext
 
     from ledger.index.models import Base
-    import ledger.report.models  # noqa: F401 - the report's tables share the metadata and the migrations
 
     opts: dict[str, Any] = {"compare_type": True}
     if not strict:

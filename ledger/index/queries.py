@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from ledger.errors import AmbiguousRun, LedgerError, RecordError, RunNotFound
 from ledger.index.indexer import launcher_dict
 from ledger.index.models import IndexCursor, Run, RunSubject
+from ledger.records.selection import RECENT_DAYS
 from ledger.records.fold import stream_totals
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
@@ -78,8 +79,6 @@ def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None =
     sub_cond = None
     if not all_:
         now = now or datetime.now(timezone.utc)
-        from ledger.views import RECENT_DAYS
-
         cutoff = now - timedelta(days=RECENT_DAYS + 1)
         cond.append(sa.or_(r.created_at >= cutoff, r.settled == sa.false()))
         rs = runs_t.alias("rs")

@@ -54,10 +54,22 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
 
     home_path = Path(os.path.abspath(os.fspath(home)))
     url = dbmod.resolve_url(home_path, db)
-    summary = index_homes([home_path], url, notify=notify)
+    summary = index_homes([home_path], url, notify=notify, stale_ok=True)
     for p in summary.skipped:
         notify(f"warning: skipped damaged record {p.path}: {p.reason}")
-    sync(url, notify=notify)
-    report = query(url, q)
+    from ledger.index.ops import read_repairing
+
+    def read() -> Report:
+        try:
+            sync(url, notify=notify)
+        except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
+            from ledger.index.ops import read_only_failure
+
+            if read_only_failure(exc) is None:
+                raise
+            notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
+        return query(url, q)
+
+    report = read_repairing([home_path], url, read, notify)
     report.unreadable = [p.to_dict() for p in summary.skipped]
     return report

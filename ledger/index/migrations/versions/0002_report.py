@@ -10,7 +10,7 @@ same rows carry every column a report groups or filters by, clustered on SQLite 
 outcome) roll the facts up so that `daily`/`weekly`/`monthly` and `model`/`harness` read
 thousands of rows instead of a million; the sync recomputes the rollup rows of every slot
 and day a change touches. All of it is derived from `runs`, `usage_streams`, `subjects`
-and the price table (ledger.report.sync), owned by the report (ledger/report/models.py).
+and the price table (ledger.report.sync), declared in ledger/index/report_tables.py (filled by the report).
 
 `ix_runs_indexed_at` lets the sync find the runs written since it last looked. The views
 `run_costs_v` and `model_costs_v` give `ledger sql` the same costs as `ledger report`.

@@ -1,0 +1,206 @@
+"""The report's own tables, declared with the rest of the schema (the index owns every table
+and every migration; the report owns the logic that fills them, ledger.report.sync) (migrations `0002_report`, `0003_partial_costs`): per-run, per-model facts with cached
+cost estimates, and two rollups of them.
+
+All of it is derived data (like the whole index): rebuilt from `runs`, `usage_streams` and
+`subjects` plus the pinned price table, never from anything else (ledger.report.sync).
+
+- `report_facts`, one row per (run, usage-stream model); a run without usage has one row
+  with model_key ''. It is **the estimate cache**: pricing a stream with genai-prices costs
+  ~0.1-0.3 ms, so each row keeps its estimate with the `usage_fingerprint` of the streams it
+  priced and is re-priced only when they change (or when the price data version, kept in
+  `report_state`, changes). It is also the table reports aggregate when no rollup fits:
+  narrow, clustered (on SQLite) by the 15-minute UTC slot of the run's start, with every
+  group-by and filter column on the row (no join with the wide, text-keyed `runs` table,
+  which costs more than a second per million rows on SQLite).
+  Run-level columns (outcome counts, gaps, duration, run costs, the first subject) are set
+  on the run's *first* row (`first` = 1, the smallest model_key) and are 0/NULL on the
+  others, so sums over rows count each run once; token and per-model cost columns are per
+  row and add up to the run's totals.
+- `report_slots` (per slot and model) and `report_days` (per UTC day, harness, run model,
+  model and outcome): the same measures summed, recomputed for every slot / day a sync
+  touches; the time and model/harness reports read them (docs/report.md, "How it works").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, SmallInteger, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ledger.index.models import Base, Run
+
+SLOT_SECONDS = 900  # the clustering slot: every zone offset in use today is a multiple of 15 min
+
+# cost basis codes stored in basis_auto / run_basis_auto
+REPORTED, ESTIMATED, MIXED = 1, 2, 3
+
+
+class ReportFact(Base):
+    __tablename__ = "report_facts"
+
+    slot: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # floor(created epoch / 900)
+    home_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    model_key: Mapped[str] = mapped_column(Text, primary_key=True)  # model, or '' when unknown/no usage
+    created_s: Mapped[int] = mapped_column(BigInteger)  # floor(created epoch)
+    first: Mapped[int] = mapped_column(SmallInteger)
+    # what the row was derived from (the run row's identity in time) and the usage it priced
+    indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    settled: Mapped[int] = mapped_column(SmallInteger)
+    state: Mapped[str] = mapped_column(Text)
+    usage_fingerprint: Mapped[int] = mapped_column(BigInteger)
+    # group-by / filter dimensions (same on every row of a run, except model)
+    harness: Mapped[str] = mapped_column(Text)
+    run_model: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(Text)
+    models: Mapped[str] = mapped_column(Text)  # "|m1|m2|": every model of the run, for --model
+    skill: Mapped[str | None] = mapped_column(Text)
+    repo: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str | None] = mapped_column(Text)
+    session: Mapped[str | None] = mapped_column(Text)
+    subject: Mapped[str | None] = mapped_column(Text)  # the first subject; more in `subjects` (index)
+    subjects_n: Mapped[int] = mapped_column(SmallInteger)
+    outcome: Mapped[str] = mapped_column(Text)  # completed|failed|interrupted|abandoned|running|unknown
+    # run-level facts, on the first row only (0 / NULL elsewhere)
+    failed: Mapped[int] = mapped_column(SmallInteger)
+    interrupted: Mapped[int] = mapped_column(SmallInteger)
+    abandoned: Mapped[int] = mapped_column(SmallInteger)
+    unverified: Mapped[int] = mapped_column(SmallInteger)  # evidence_gaps > 0
+    evidence_gaps: Mapped[int] = mapped_column(Integer)
+    no_usage: Mapped[int] = mapped_column(SmallInteger)  # the run reported no usage at all
+    duration_ms: Mapped[int | None] = mapped_column(BigInteger)
+    run_cost_reported: Mapped[float | None] = mapped_column(Double)
+    run_cost_estimated: Mapped[float | None] = mapped_column(Double)
+    run_cost_auto: Mapped[float | None] = mapped_column(Double)
+    run_basis_auto: Mapped[int | None] = mapped_column(SmallInteger)
+    run_total_tokens: Mapped[int | None] = mapped_column(BigInteger)  # orders `report run`
+    # per (run, model) usage and cost
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    reasoning_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cost_reported: Mapped[float | None] = mapped_column(Double)
+    cost_estimated: Mapped[float | None] = mapped_column(Double)
+    cost_auto: Mapped[float | None] = mapped_column(Double)
+    basis_auto: Mapped[int | None] = mapped_column(SmallInteger)
+    unpriced: Mapped[str | None] = mapped_column(Text)  # why the estimate of this model is unknown
+    # migration 0003: the known part of a cost that is not fully known (NULL when the cost
+    # is known, or nothing of it is), per mode; run-level on the first row only
+    run_cost_reported_partial: Mapped[float | None] = mapped_column(Double)
+    run_cost_estimated_partial: Mapped[float | None] = mapped_column(Double)
+    run_cost_auto_partial: Mapped[float | None] = mapped_column(Double)
+    cost_reported_partial: Mapped[float | None] = mapped_column(Double)
+    cost_estimated_partial: Mapped[float | None] = mapped_column(Double)
+    cost_auto_partial: Mapped[float | None] = mapped_column(Double)
+
+    __table_args__ = (
+        # by run (sync, joins). Not including `first`: SQLite would then scan this index
+        # (and look every row up) for `WHERE first = 1` instead of scanning the table
+        Index("ix_report_facts_home_id_run_id", "home_id", "run_id"),
+        Index("ix_report_facts_settled_state", "settled", "state"),  # the sync's running runs
+        Index("ix_report_facts_unpriced", "unpriced"),
+        {"sqlite_with_rowid": False},
+    )
+
+
+# Rollups of report_facts, recomputed by the sync for every slot / day a change touches.
+# (name, aggregate, report_facts column): sums and counts add up, min / max combine.
+RUN_MEASURES = (
+    ("runs", "sum", "first"),
+    ("input_tokens", "sum", "input_tokens"),
+    ("output_tokens", "sum", "output_tokens"),
+    ("cache_read_tokens", "sum", "cache_read_tokens"),
+    ("cache_write_tokens", "sum", "cache_write_tokens"),
+    ("reasoning_tokens", "sum", "reasoning_tokens"),
+    ("run_cost_auto", "sum", "run_cost_auto"),
+    ("run_cost_auto_n", "count", "run_cost_auto"),
+    ("run_cost_reported", "sum", "run_cost_reported"),
+    ("run_cost_reported_n", "count", "run_cost_reported"),
+    ("run_cost_estimated", "sum", "run_cost_estimated"),
+    ("run_cost_estimated_n", "count", "run_cost_estimated"),
+    ("run_basis_min", "min", "run_basis_auto"),
+    ("run_basis_max", "max", "run_basis_auto"),
+    ("failed", "sum", "failed"),
+    ("interrupted", "sum", "interrupted"),
+    ("abandoned", "sum", "abandoned"),
+    ("unverified", "sum", "unverified"),
+    ("evidence_gaps", "sum", "evidence_gaps"),
+    ("no_usage", "sum", "no_usage"),
+    ("run_cost_auto_partial", "sum", "run_cost_auto_partial"),  # migration 0003
+    ("run_cost_reported_partial", "sum", "run_cost_reported_partial"),
+    ("run_cost_estimated_partial", "sum", "run_cost_estimated_partial"),
+)
+MODEL_MEASURES = (
+    ("model_rows", "count", None),
+    ("cost_auto", "sum", "cost_auto"),
+    ("cost_auto_n", "count", "cost_auto"),
+    ("cost_reported", "sum", "cost_reported"),
+    ("cost_reported_n", "count", "cost_reported"),
+    ("cost_estimated", "sum", "cost_estimated"),
+    ("cost_estimated_n", "count", "cost_estimated"),
+    ("basis_min", "min", "basis_auto"),
+    ("basis_max", "max", "basis_auto"),
+    ("cost_auto_partial", "sum", "cost_auto_partial"),  # migration 0003
+    ("cost_reported_partial", "sum", "cost_reported_partial"),
+    ("cost_estimated_partial", "sum", "cost_estimated_partial"),
+)
+
+
+def _measure_type(name: str, func: str) -> type:
+    if func in ("min", "max"):
+        return SmallInteger
+    if func == "sum" and "cost" in name:
+        return Double
+    return BigInteger
+
+
+def _measures(cls: type, measures: tuple) -> None:
+    for name, func, _ in measures:
+        setattr(cls, name, mapped_column(_measure_type(name, func), nullable=True))
+
+
+class ReportSlot(Base):
+    """Every measure per 15-minute UTC slot and model: `daily` / `weekly` / `monthly` (with
+    or without --breakdown) in any zone."""
+
+    __tablename__ = "report_slots"
+
+    slot: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    model_key: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+class ReportDay(Base):
+    """Every measure per UTC day x harness x run model x model x outcome: the `model` and
+    `harness` reports (the partial days at the ends of a --since/--until range in another
+    zone come from report_facts)."""
+
+    __tablename__ = "report_days"
+
+    day: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # floor(created epoch / 86400)
+    harness: Mapped[str] = mapped_column(Text, primary_key=True)
+    run_model_key: Mapped[str] = mapped_column(Text, primary_key=True)  # run_model, '' when unknown
+    model_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    outcome: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+_measures(ReportSlot, RUN_MEASURES + MODEL_MEASURES)
+_measures(ReportDay, RUN_MEASURES + MODEL_MEASURES)
+
+
+class ReportState(Base):
+    """Key/value bookkeeping of the facts sync (`synced_indexed_at`, `price_version`)."""
+
+    __tablename__ = "report_state"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str | None] = mapped_column(Text)
+
+
+# The sync finds runs written since it last looked through this index on the index's table.
+RUNS_INDEXED_AT = Index("ix_runs_indexed_at", Run.__table__.c.indexed_at)
+
+REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_state")
+REPORT_VIEWS = ("run_costs_v", "model_costs_v")  # created by migration 0002_report
