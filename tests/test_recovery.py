@@ -50,15 +50,18 @@ def test_previous_revision_with_data_is_upgraded_in_place(db_url, home, tmp_path
     damaged_home(home)
     prev = _previous_revision()
     _index_at(db_url, home, prev)
+    _set_marker(db_url)
     if dbmod.is_sqlite(db_url):
         assert dbmod.inspect_sqlite(dbmod.sqlite_path(db_url)).kind == "upgrade"
     res = cli("index", "--db", db_url, "--json")
     assert res.exit_code == 0, res.output
     assert f"upgraded the index" in res.stderr and f"from schema revision {prev} to {dbmod.HEAD}" in res.stderr
     doc = orjson.loads(res.stdout)
-    # upgraded, not rebuilt: every record was already indexed, nothing is read again
-    assert doc["rebuilt"] is False and doc["records_read"] == 0 and doc["new"] == 0
+    # upgraded, not rebuilt: the rows already there are kept (no run is new), and so is a
+    # marker row that a rebuild (a new file, or dropped tables) would lose
+    assert doc["rebuilt"] is False and doc["new"] == 0
     assert "setting it aside" not in res.stderr
+    assert _marker(db_url) == "kept"
     if dbmod.is_sqlite(db_url):
         path = dbmod.sqlite_path(db_url)
         assert dbmod.inspect_sqlite(path).kind == "ok"
@@ -71,6 +74,25 @@ def test_previous_revision_with_data_is_upgraded_in_place(db_url, home, tmp_path
     assert orjson.loads(rep.stdout)["totals"] == orjson.loads(fresh.stdout)["totals"]
     assert orjson.loads(rep.stdout)["totals"]["runs"] > 0
     assert cli("db", "check", "--db", db_url).exit_code == 0
+
+
+def _set_marker(url: str) -> None:
+    eng = dbmod.engine(url, mode="write")
+    try:
+        with eng.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO ledger_meta (key, value) VALUES ('test-marker', 'kept')")
+    finally:
+        eng.dispose()
+
+
+def _marker(url: str):
+    eng = dbmod.engine(url, mode="write")
+    try:
+        with eng.begin() as conn:
+            row = conn.exec_driver_sql("SELECT value FROM ledger_meta WHERE key = 'test-marker'").fetchone()
+    finally:
+        eng.dispose()
+    return row[0] if row else None
 
 
 def _wipe_pages_of(path, table: str) -> int:
