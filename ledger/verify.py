@@ -70,22 +70,7 @@ def _hash_file(path: str) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-HOME_HINT = ("record a run with `ledger run -- CMD` (it creates the home), or point --home / LEDGER_HOME "
-             "at an existing ledger home")
-
-
-def check_home(home: str | Path) -> None:
-    """Raise LedgerError unless `home` is a directory (verifying nothing is not a success)."""
-    try:
-        st = os.stat(home)
-    except FileNotFoundError:
-        raise LedgerError(f"no ledger home at {home}", hint=HOME_HINT) from None
-    except OSError as exc:
-        raise LedgerError(f"the ledger home {home} cannot be read ({exc.strerror or exc})", hint=HOME_HINT) from None
-    import stat
-
-    if not stat.S_ISDIR(st.st_mode):
-        raise LedgerError(f"no ledger home at {home}: not a directory", hint=HOME_HINT)
+from ledger.home import HOME_HINT, check_home  # noqa: E402,F401 - one rule for every command
 
 
 def verify_run(run_path: str | Path) -> Verdict:

@@ -173,12 +173,15 @@ HOME_COMMANDS = [("runs",), ("runs", "--json"), ("show", "run_0"), ("report",), 
                  ("index",), ("verify",), ("verify", "--json")]
 
 
-@pytest.mark.parametrize("kind", ["missing", "file"])
+@pytest.mark.parametrize("kind", ["missing", "file", "project"])
 def test_bad_homes_are_errors_and_create_nothing(tmp_path, monkeypatch, kind):
     monkeypatch.delenv("LEDGER_DB", raising=False)
     home = tmp_path / "home"
     if kind == "file":
         home.write_text("not a home\n")
+    elif kind == "project":  # a mistyped --home naming somebody's project: no index is written into it
+        (home / "src").mkdir(parents=True)
+        (home / "src" / "main.py").write_text("print('mine')\n")
     monkeypatch.setenv("LEDGER_HOME", str(home))
     before = tree_state(tmp_path)
     for cmd in HOME_COMMANDS:

@@ -15,9 +15,6 @@ from typing import Any, Callable, Iterator, Sequence
 from ledger.index import db as dbmod
 from ledger.index.db import IndexError_, Notify
 
-ProgressFactory = Callable[[], Any]  # returns a context manager yielding progress(done, total)
-
-
 def _quiet(_msg: str) -> None:
     pass
 
@@ -44,25 +41,7 @@ def _merge_homes(first: Sequence[str], more: Sequence[str]) -> list[str]:
     return out
 
 
-def home_problem(home: str) -> str | None:
-    """Why `home` cannot be read as a ledger home (None when it can): missing, a file, unreadable."""
-    try:
-        st = os.stat(home)
-    except FileNotFoundError:
-        return "missing"
-    except OSError as exc:
-        return f"unreadable ({exc.strerror})"
-    import stat as stat_mod
-
-    if not stat_mod.S_ISDIR(st.st_mode):
-        return "not a directory"
-    if not os.access(home, os.R_OK | os.X_OK):
-        return "unreadable (permission denied)"
-    return None
-
-
-HOME_HINT = ("record a run with `ledger run -- CMD` (it creates the home), or point --home / LEDGER_HOME "
-             "at an existing ledger home")
+from ledger.home import HOME_HINT, home_problem  # noqa: E402 - one rule for every command
 
 
 def _usable_homes(homes: list[str], url: str, stale_ok: bool, notify: Notify) -> list[str]:
