@@ -35,6 +35,3 @@ class AmbiguousRun(LedgerError):
 class SettlementConflict(LedgerError):
     """terminal.json already holds a different outcome; it is write-once."""
 
-
-class UnsupportedSchema(LedgerError):
-    pass

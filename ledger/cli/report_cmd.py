@@ -12,34 +12,39 @@ import typer
 from ledger.cli.common import (
     CsvOpt, DbOpt, HomeOpt, JsonOpt, UsageError, err, exclusive_formats, handle_errors, print_json,
 )
+from ledger.launch.adapters import HARNESSES
+from ledger.report.kinds import (
+    COST_MODES, EVALUATION_KINDS, FILTER_LABELS, KINDS, ORDERS, OUTCOMES, WEEK_STARTS, known_outcome,
+)
 
-KINDS = ("daily", "weekly", "monthly", "run", "session", "model", "harness", "skill", "subject", "repo", "host")
 ListOpt = list[str] | None
+# the harness filter's label lists the registered harnesses
+_LABELS = {**FILTER_LABELS, "harness": f"{FILTER_LABELS['harness']} ({', '.join(HARNESSES)})"}
 
 
-def _filter(name: str, what: str) -> object:
-    return typer.Option(f"--{name}", help=f"Only runs with this {what} (repeat for several; `*` is a wildcard).",
+def _filter(name: str) -> object:
+    return typer.Option(f"--{name}", help=f"Only runs with this {_LABELS[name]} (repeat for several; `*` is a wildcard).",
                         show_default=False)
 
 
 @handle_errors
 def report(
-    kind: Annotated[str, typer.Argument(help="daily | weekly | monthly | run | session | model | harness | skill | subject | repo | host",
+    kind: Annotated[str, typer.Argument(help=" | ".join(KINDS),
                                         show_default=True)] = "daily",
     since: Annotated[str | None, typer.Option("--since", help="First day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
     until: Annotated[str | None, typer.Option("--until", help="Last day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
     tz: Annotated[str | None, typer.Option("--tz", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
-    week_start: Annotated[str, typer.Option("--week-start", help="monday | sunday (weekly reports).")] = "monday",
-    harness: Annotated[ListOpt, _filter("harness", "harness (claude, codex, gemini, command)")] = None,
-    model: Annotated[ListOpt, _filter("model", "model (the launched model or any model it used)")] = None,
-    skill: Annotated[ListOpt, _filter("skill", "skill")] = None,
-    subject: Annotated[ListOpt, _filter("subject", "subject selector (e.g. task:LOO-1)")] = None,
-    repo: Annotated[ListOpt, _filter("repo", "repository")] = None,
-    host: Annotated[ListOpt, _filter("host", "host")] = None,
-    outcome: Annotated[ListOpt, typer.Option("--outcome", help="completed | failed | interrupted | abandoned | running | unknown (repeatable).", show_default=False)] = None,
-    by: Annotated[str | None, typer.Option("--by", help="subject | skill: the evaluation view (same as the subject / skill reports).", show_default=False)] = None,
+    week_start: Annotated[str, typer.Option("--week-start", help=f"{' | '.join(WEEK_STARTS)} (weekly reports).")] = "monday",
+    harness: Annotated[ListOpt, _filter("harness")] = None,
+    model: Annotated[ListOpt, _filter("model")] = None,
+    skill: Annotated[ListOpt, _filter("skill")] = None,
+    subject: Annotated[ListOpt, _filter("subject")] = None,
+    repo: Annotated[ListOpt, _filter("repo")] = None,
+    host: Annotated[ListOpt, _filter("host")] = None,
+    outcome: Annotated[ListOpt, typer.Option("--outcome", help=f"{' | '.join(OUTCOMES)} (repeatable).", show_default=False)] = None,
+    by: Annotated[str | None, typer.Option("--by", help=f"{' | '.join(EVALUATION_KINDS)}: the evaluation view (same as the {' / '.join(EVALUATION_KINDS)} reports).", show_default=False)] = None,
     breakdown: Annotated[bool, typer.Option("--breakdown", help="Per-model rows under each group.")] = False,
-    order: Annotated[str | None, typer.Option("--order", help="asc | desc (default: time reports oldest first, others most expensive first).", show_default=False)] = None,
+    order: Annotated[str | None, typer.Option("--order", help=f"{' | '.join(ORDERS)} (default: time reports oldest first, others most expensive first).", show_default=False)] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many rows (totals still cover every matching run).", show_default=False, min=0)] = None,
     cost: Annotated[str, typer.Option("--cost", help="auto (provider's receipt, else estimate) | reported | estimated.")] = "auto",
     home: HomeOpt = None,
@@ -57,19 +62,19 @@ def report(
     if kind not in KINDS:
         raise typer.BadParameter(f"expected one of {', '.join(KINDS)}", param_hint="KIND")
     if by is not None:
-        if by not in ("subject", "skill"):
-            raise typer.BadParameter("expected subject or skill", param_hint="--by")
+        if by not in EVALUATION_KINDS:
+            raise typer.BadParameter(f"expected {' or '.join(EVALUATION_KINDS)}", param_hint="--by")
         if kind not in ("daily", by):
             raise typer.BadParameter(f"--by {by} is the `{by}` report; it cannot be combined with `{kind}`",
                                      param_hint="--by")
         kind = by
-    for name, value, choices in (("--week-start", week_start, ("monday", "sunday")), ("--order", order, ("asc", "desc")),
-                                 ("--cost", cost, ("auto", "reported", "estimated"))):
+    for name, value, choices in (("--week-start", week_start, WEEK_STARTS), ("--order", order, ORDERS),
+                                 ("--cost", cost, COST_MODES)):
         if value is not None and value not in choices:
             raise typer.BadParameter(f"expected one of {', '.join(choices)}", param_hint=name)
 
     from ledger.home import resolve_home
-    from ledger.report.aggregate import OUTCOMES, ReportQuery, known_outcome
+    from ledger.report.aggregate import ReportQuery
     from ledger.report.buckets import ReportError, parse_day, resolve_zone, utc_range
     from ledger.report.service import build_report
 

@@ -16,6 +16,7 @@ import typer
 
 from ledger.cli.common import handle_errors
 from ledger.errors import LedgerError
+from ledger.launch.adapters import AGENT_LABELS, COMMAND, HARNESSES
 
 RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 # Once the agent is started, `ledger run` lowers the CPU priority of its parsing thread
@@ -31,7 +32,7 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--max-cost": ("max_cost", "value"), "--progress": ("progress", "flag"),
     "--no-progress": ("no_progress", "flag"),
 }
-HARNESS_CHOICES = ("auto", "claude", "codex", "gemini", "command")
+HARNESS_CHOICES = ("auto", *HARNESSES)
 
 
 def parse_run_args(args: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -49,7 +50,7 @@ def parse_run_args(args: list[str]) -> tuple[dict[str, Any], list[str]]:
             break
         name, eq, inline = a.partition("=")
         if not a.startswith("--") or name not in _OPTIONS:
-            if a.startswith("-") and a != "-" and not opts.get("_command_started"):
+            if a.startswith("-") and a != "-":
                 raise typer.BadParameter(
                     f"no such option: {a} (put the command after `--`: `ledger run [OPTIONS] -- CMD ...`)")
             break
@@ -90,7 +91,7 @@ def _float(opts: dict[str, Any], key: str, flag: str) -> float | None:
 
 @handle_errors
 def run(ctx: typer.Context) -> None:
-    """Run an agent (Claude Code, Codex, Gemini) or any command headless and record it.
+    """Run an agent ({agents}) or any command headless and record it.
 
     ledger reads the agent's stdout itself, keeps the redacted raw stream as evidence, maps
     it to usage and conversation events, and exits with the agent's exit code (124 on
@@ -102,7 +103,7 @@ def run(ctx: typer.Context) -> None:
     Usage: ledger run [OPTIONS] -- CMD [ARGS...]
     \b
     Options:
-      --harness auto|claude|codex|gemini|command
+      --harness {harness_choices}
                               how to read the stream (auto: the executable's name)
       --subject SEL           what the run is for, e.g. task:LOO-265 (repeatable)
       --skill NAME            the skill this run exercises (recorded)
@@ -120,6 +121,11 @@ def run(ctx: typer.Context) -> None:
                               live progress on stderr (default: when it is a terminal)
     """
     _exit(execute(list(ctx.args)))
+
+
+# the harnesses in the help come from the adapter registry (Typer reads the docstring)
+run.__doc__ = (run.__doc__ or "").replace("{agents}", ", ".join(AGENT_LABELS)).replace(
+    "{harness_choices}", "|".join(HARNESS_CHOICES))
 
 
 def execute(args: list[str]) -> int:
@@ -153,7 +159,7 @@ def execute(args: list[str]) -> int:
         from ledger.cli.common import print_json
 
         print_json(result.to_json())
-    elif result.harness != "command" and result.final_answer:
+    elif result.harness != COMMAND and result.final_answer:
         sys.stdout.write(result.final_answer if result.final_answer.endswith("\n") else result.final_answer + "\n")
         sys.stdout.flush()
     if not json_:
@@ -161,7 +167,7 @@ def execute(args: list[str]) -> int:
 
         if result.returncode is None and result.error:
             print(plain(f"ledger: {result.error}"), file=sys.stderr)
-        elif result.outcome != "completed" and result.harness != "command":
+        elif result.outcome != "completed" and result.harness != COMMAND:
             why = result.stop_reason or result.error or (result.evidence_reasons[0] if result.evidence_reasons else None)
             print(plain(f"ledger: run {result.run_id} {result.outcome}" + (f" ({why})" if why else "")), file=sys.stderr)
     return result.exit_code

@@ -94,7 +94,6 @@ RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every
 # unsettled runs and new directories). Loopflow may append an event just after terminal.json;
 # `ledger index --full` looks into every shard.
 SEAL_GRACE_NS = 10_000_000_000
-REWRITE_GAP_NOTE = "record rewritten"
 _MANIFEST = os.sep + reader.MANIFEST
 _TERMINAL = os.sep + reader.TERMINAL
 _CONTEXT = os.sep + reader.CONTEXT
@@ -151,10 +150,6 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 def _sig(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-
-
-def _dir_sig(st: os.stat_result) -> str:
-    return f"{st.st_mtime_ns}:{st.st_ino}"
 
 
 def _subdirs(path: str, sort: bool = True) -> list[tuple[str, str, bool]]:
@@ -902,7 +897,7 @@ class Indexer:
                     context_sig: str | None = None, context_ok: bool | None = None, offset: int = 0,
                     torn: bool = False, prefix_len: int = 0, prefix_sha: str | None = None, rewrites: int = 0,
                     state: bytes | None = None) -> tuple:
-        """An index_cursors row (column order: _CURSOR_COLS)."""
+        """An index_cursors row (column order: _EXPECTED_COLS["index_cursors"])."""
         B, D = (_enc_bool, _now_text) if encode else (_same, _same)
         return (
             home_id, w.name, w.shard, status, problem[1] if problem else None, problem[0] if problem else None,

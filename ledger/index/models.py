@@ -19,6 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from ledger.records.model import ALL_INT_COUNTERS
+
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -26,12 +28,9 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-# The reduced per-run / per-stream counters, in the order the views list them.
-COUNTER_COLUMNS = (
-    "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
-    "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
-    "cache_write_5m_tokens", "cache_write_1h_tokens",
-)
+# The reduced per-run / per-stream counters, in the order the views list them: the record
+# format's list (ledger.records.model), so a new counter is declared once.
+COUNTER_COLUMNS = ALL_INT_COUNTERS
 
 
 class Base(DeclarativeBase):
@@ -250,6 +249,10 @@ class IndexShard(Base):
 
 DATA_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses", "runs")
 VIEWS = ("runs_v", "subjects_v", "attempts_v", "usage_streams_v", "tool_uses_v")
+REPORT_VIEWS = ("run_costs_v", "model_costs_v")  # the report's, created by migration 0002_report
+# Every `*_v` view: the stable SQL interface documented in docs/sql.md (tests/test_docs_views.py
+# checks both the docs and the migrations against this list; `ledger sql`'s hints name them).
+DOCUMENTED_VIEWS = VIEWS + REPORT_VIEWS
 ALL_TABLES = DATA_TABLES + ("index_cursors", "index_shards", "homes", "ledger_meta")
 
 

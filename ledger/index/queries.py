@@ -23,7 +23,7 @@ from ledger.records.selection import RECENT_DAYS
 from ledger.records.fold import stream_totals
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
-from ledger.records.model import RunSnapshot, ScanProblem, Subject, UsageTotals
+from ledger.records.model import INT_COUNTERS, RunSnapshot, Subject, UsageTotals
 from ledger.records.reader import unreadable_snapshot
 from ledger.records.timefmt import format_utc
 
@@ -31,8 +31,7 @@ runs_t = Run.__table__
 subjects_t = RunSubject.__table__
 cursors_t = IndexCursor.__table__
 
-_USAGE = ("input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens", "context_window_tokens",
-          "reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
+_USAGE = INT_COUNTERS  # the RunSnapshot's usage fields
 _COLS = [runs_t.c[n] for n in (
     "run_id", "parent_run_id", "repo", "worktree", "skill", "outcome", "created_at", "ended_at", "streams",
     "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "settled",
@@ -92,14 +91,6 @@ def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None =
     out.extend(unreadable_snapshot(run_id, path) for run_id, path in conn.execute(
         sa.select(c.run_id, c.problem_path).where(c.home_id == home_id, c.status == "damaged")))
     return out
-
-
-def damaged(conn: Any, home_id: int | None) -> list[ScanProblem]:
-    if home_id is None:
-        return []
-    c = cursors_t.c
-    q = sa.select(c.problem_path, c.problem).where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)
-    return [ScanProblem(p, reason) for p, reason in conn.execute(q)]
 
 
 def _prefix_match(col: Any, sel: str) -> Any:

@@ -29,7 +29,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, SmallInteger, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ledger.index.models import Base, Run
+from ledger.index.models import REPORT_VIEWS, Base, Run  # noqa: F401 - REPORT_VIEWS re-exported
 
 SLOT_SECONDS = 900  # the clustering slot: every zone offset in use today is a multiple of 15 min
 
@@ -203,4 +203,3 @@ class ReportState(Base):
 RUNS_INDEXED_AT = Index("ix_runs_indexed_at", Run.__table__.c.indexed_at)
 
 REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_state")
-REPORT_VIEWS = ("run_costs_v", "model_costs_v")  # created by migration 0002_report

@@ -33,9 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ledger.errors import LedgerError
-from ledger.launch.adapters import (
-    adapter_class, detect_harness, model_from_argv, prompt_from_argv, stream_format_ok,
-)
+from ledger.launch.adapters import COMMAND, HARNESSES, adapter_class, detect_harness, harness_spec
 from ledger.launch.adapters.base import Adapter
 from ledger.launch.capture import DEFAULT_CAPTURE_BYTES, LineSplitter, RawCapture, StrictParser, TailBuffer
 from ledger.launch.process import ChildProcess, _write_all, exit_code_for
@@ -151,18 +149,18 @@ class _Signals:
                 pass
 
 
-def _launch_request(harness: str, argv: list[str], redactor: Redactor) -> dict[str, Any] | None:
-    """Manifest `launch` (Loopflow's RunLaunchRequest shape), prompts redacted."""
-    if harness == "command":
+def _launch_request(cls: type[Adapter], argv: list[str], redactor: Redactor) -> dict[str, Any] | None:
+    """Manifest `launch` (Loopflow's RunLaunchRequest shape), prompts redacted; agents only."""
+    if cls.harness == COMMAND:
         return None
-    system, task = prompt_from_argv(harness, argv)
+    system, task = cls.prompt_from_argv(argv)
     max_turns = None
     for i, a in enumerate(argv):
         if a == "--max-turns" and i + 1 < len(argv) and argv[i + 1].isdigit():
             max_turns = int(argv[i + 1])
     return {
         "system_prompt": redactor.text(system or ""), "task_prompt": redactor.text(task or ""),
-        "agent": harness, "account_id": None, "max_turns": max_turns, "write_scope": "configured",
+        "agent": cls.harness, "account_id": None, "max_turns": max_turns, "write_scope": "configured",
         "execution_boundary": None, "skip_permissions": any(a in _SKIP_PERMISSION_FLAGS for a in argv),
         "chrome": False,
     }
@@ -200,13 +198,15 @@ class Launcher:
             raise LedgerError("no command to run", hint="put the command after `--`: `ledger run -- claude -p ...`")
         self.argv = argv
         harness = opts.harness if opts.harness != "auto" else detect_harness(argv)
-        if harness not in ("claude", "codex", "gemini", "command"):
-            raise LedgerError(f"unknown harness {harness!r}", hint="use --harness auto|claude|codex|gemini|command")
+        if harness not in HARNESSES:
+            raise LedgerError(f"unknown harness {harness!r}", hint=f"use --harness auto|{'|'.join(HARNESSES)}")
         self.harness = harness
+        self.harness_cls = adapter_class(harness)
         # an agent detected by name but not asked for its JSON stream is recorded as a plain
         # command (no usage); an explicit --harness is trusted (e.g. a wrapper script)
-        self.reader = harness if opts.harness != "auto" or stream_format_ok(harness, argv) else "command"
-        self.model = opts.model or model_from_argv(harness, argv)
+        self.reader = (harness if opts.harness != "auto" or self.harness_cls.stream_format_ok(argv)
+                       else COMMAND)
+        self.model = opts.model or self.harness_cls.model_from_argv(argv)
         self.env = dict(opts.env if opts.env is not None else os.environ)
         self.redactor = Redactor.from_env(self.env, opts.redact)
         self.signals = _Signals()
@@ -232,7 +232,7 @@ class Launcher:
         try:
             capture = RunCapture(
                 o.home, harness=self.harness, model=self.model, skill=skill, subjects=list(o.subjects),
-                launch=_launch_request(self.harness, self.argv, self.redactor), env=self.env,
+                launch=_launch_request(self.harness_cls, self.argv, self.redactor), env=self.env,
                 cwd=o.cwd or os.getcwd(),
             )
         except OSError as exc:
@@ -264,8 +264,7 @@ class Launcher:
         o = self.o
         cls = adapter_class(self.reader)
         if self.reader != self.harness:
-            hint = {"claude": "--output-format stream-json --verbose", "codex": "exec --json",
-                    "gemini": "--output-format stream-json"}[self.harness]
+            hint = harness_spec(self.harness).stream_hint
             sys.stderr.write(f"ledger: {self.harness} is not asked for its JSON stream ({hint}); "
                              "recording it as a plain command: no usage, no cost\n")
         sessions = SessionStore(o.home) if cls.parses_stream else None
@@ -559,7 +558,7 @@ class Launcher:
             fields["expected_skill"] = self.o.expect_skill
         if self.reader != self.harness:
             fields["stream_format"] = "not requested: recorded as a plain command"
-        if self.reader == "claude":
+        if adapter.reports_api_retries:
             fields["api_retries"] = adapter.stats.api_retries
         capture.emit(
             "result", outcome=outcome, duration_secs=duration, exit_code=exit_code, returncode=rc,

@@ -20,14 +20,11 @@ import sqlalchemy as sa
 from ledger.index.models import RunSubject
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
-from ledger.report.sync import keys_in
+from ledger.report.kinds import EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, known_outcome
+from ledger.report.sync import TOKEN_COLUMNS, keys_in
 from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot
 
-KINDS = ("daily", "weekly", "monthly", "run", "session", "model", "harness", "skill", "subject", "repo", "host")
-EVALUATION_KINDS = ("subject", "skill")
-OUTCOMES = ("completed", "failed", "interrupted", "abandoned", "running", "unknown")
-FILTERS = ("harness", "model", "skill", "subject", "repo", "host", "outcome")
-TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+TOKENS = TOKEN_COLUMNS
 # total_tokens = input + output + cache read + cache write (output already includes reasoning)
 TOTAL_PARTS = TOKENS[:4]
 COST_DIGITS = 10
@@ -38,16 +35,6 @@ days_t = ReportDay.__table__
 subjects_t = RunSubject.__table__
 _KEY_COLUMNS = {"run": "run_id", "session": "session", "subject": "subject", "model": "run_model", "harness": "harness", "skill": "skill",
                 "repo": "repo", "host": "host"}
-
-
-def known_outcome(value: str) -> bool:
-    """An --outcome value names an outcome, or is a `*` pattern that matches one."""
-    if "*" not in value:
-        return value in OUTCOMES
-    import re
-
-    pat = re.compile(".*".join(re.escape(part) for part in value.split("*")))
-    return any(pat.fullmatch(o) for o in OUTCOMES)
 
 
 @dataclass

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ledger.report.kinds import COST_MODES  # noqa: F401 - re-exported; kinds is its home
 from ledger.report.models import ESTIMATED, MIXED, REPORTED
 
-COST_MODES = ("auto", "reported", "estimated")
 BASES = ("reported", "estimated", "mixed", "partial", "unknown")
 BASIS_NAMES = {REPORTED: "reported", ESTIMATED: "estimated", MIXED: "mixed"}
 

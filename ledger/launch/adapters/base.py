@@ -18,12 +18,10 @@ import orjson
 
 from ledger.launch.redact import Redactor
 from ledger.launch.sessions import SessionStore
+# the counters and the max-across-streams rule are the record format's (one home)
+from ledger.records.model import ALL_INT_COUNTERS as COUNTERS, MAX_ACROSS_STREAMS as MAX_ACROSS
 
 SUMMARY_CHARS = 240
-COUNTERS = ("input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
-            "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
-            "cache_write_5m_tokens", "cache_write_1h_tokens")
-MAX_ACROSS = frozenset({"peak_input_tokens", "context_window_tokens"})
 
 
 class Sink(Protocol):  # pragma: no cover - typing only
@@ -161,13 +159,85 @@ def summarize_input(name: str, inp: Any, redactor: Redactor) -> str:
     return text
 
 
+def option_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
+    """The last value given to one of `names` (`--opt VALUE` or `--opt=VALUE`)."""
+    value = None
+    for i, a in enumerate(argv[1:], start=1):
+        if a in names and i + 1 < len(argv):
+            value = argv[i + 1]
+        else:
+            for n in names:
+                if n.startswith("--") and a.startswith(n + "="):
+                    value = a[len(n) + 1:]
+    return value
+
+
+def positionals(args: Sequence[str], value_opts: frozenset[str] = frozenset(),
+                variadic: frozenset[str] = frozenset()) -> list[str]:
+    """The positional arguments of `args` (argv without the executable): the values of
+    `value_opts` and everything after a `variadic` option up to the next option skipped."""
+    out: list[str] = []
+    i = 0
+    in_variadic = False
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i + 1:])
+            break
+        if a.startswith("-") and a != "-":
+            in_variadic = a in variadic
+            if a in value_opts and "=" not in a:
+                i += 1
+            i += 1
+            continue
+        if not in_variadic:
+            out.append(a)
+        i += 1
+    return out
+
+
 class Adapter:
-    """Base adapter: `start()`, `feed(obj)` per parsed line, `finish(...)`."""
+    """Base adapter: `start()`, `feed(obj)` per parsed line, `finish(...)`.
+
+    A subclass also knows its harness's command line (classmethods, asked before a run
+    starts): whether the machine-readable stream was asked for, the model flag, the prompts.
+    """
 
     harness = "command"
     provider: str | None = None
     parses_stream = True        # stdout is a JSON-lines stream to parse and keep
     terminal_types: tuple[str, ...] = ()  # the stream's terminal event type(s)
+    reports_api_retries = False  # the stream says when the provider's API was retried
+    # options of the harness's CLI that take a value (so a value is not taken for the prompt),
+    # and options that take every following non-option argument
+    value_options: frozenset[str] = frozenset()
+    variadic_options: frozenset[str] = frozenset()
+
+    # -- the harness's command line ---------------------------------------------------------
+
+    @classmethod
+    def stream_format_ok(cls, argv: list[str]) -> bool:
+        """Is the agent asked for the machine-readable stream this adapter reads?"""
+        return True
+
+    @classmethod
+    def model_from_argv(cls, argv: list[str]) -> str | None:
+        """The model named by the harness's own model flag."""
+        return None
+
+    @classmethod
+    def prompt_from_argv(cls, argv: list[str]) -> tuple[str | None, str | None]:
+        """(system prompt, task prompt) as given on the command line: by default the task
+        is the last positional argument (not `-`, which means stdin)."""
+        return None, cls._last_positional(cls.positionals(argv))
+
+    @classmethod
+    def positionals(cls, argv: list[str]) -> list[str]:
+        return positionals(argv[1:], cls.value_options, cls.variadic_options)
+
+    @staticmethod
+    def _last_positional(args: list[str]) -> str | None:
+        return args[-1] if args and args[-1] != "-" else None
 
     def __init__(self, sink: Sink, *, redactor: Redactor | None = None, model: str | None = None,
                  argv: Sequence[str] = (), sessions: SessionStore | None = None,

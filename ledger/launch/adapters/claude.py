@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ledger.launch.adapters.base import Adapter, as_cost, as_count, with_total_input
+from ledger.launch.adapters.base import Adapter, as_cost, as_count, option_value, with_total_input
 
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder for locally made messages
 _LINE_FIELDS = (("input_tokens", "input_tokens"), ("cache_read_input_tokens", "cache_read_tokens"),
@@ -147,6 +147,36 @@ class ClaudeAdapter(Adapter):
     harness = "claude"
     provider = "anthropic"
     terminal_types = ("result",)
+    reports_api_retries = True  # `system/api_retry` lines
+    value_options = frozenset({
+        "--output-format", "--input-format", "--model", "--resume", "-r", "--max-turns",
+        "--system-prompt", "--append-system-prompt", "--permission-mode", "--session-id",
+        "--fallback-model", "--settings", "--mcp-config", "--agents", "--max-budget-usd",
+        "--json-schema", "--setting-sources", "--permission-prompt-tool", "--agent",
+        "--system-prompt-file", "--append-system-prompt-file", "--betas", "--debug-file"})
+    variadic_options = frozenset({"--allowedTools", "--allowed-tools", "--disallowedTools", "--disallowed-tools",
+                                  "--add-dir", "--tools", "--plugin-dir", "--mcp-config", "--file"})
+
+    @classmethod
+    def stream_format_ok(cls, argv: list[str]) -> bool:
+        # `--output-format stream-json` (which needs `--verbose` with `-p`)
+        return option_value(argv, ("--output-format",)) == "stream-json"
+
+    @classmethod
+    def model_from_argv(cls, argv: list[str]) -> str | None:
+        return option_value(argv, ("--model",))
+
+    @classmethod
+    def prompt_from_argv(cls, argv: list[str]) -> tuple[str | None, str | None]:
+        system = task = None
+        for i, a in enumerate(argv):
+            if a in ("--system-prompt", "--append-system-prompt") and i + 1 < len(argv):
+                system = argv[i + 1]
+            if a in ("-p", "--print") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                task = argv[i + 1]
+        if task is None:
+            task = cls._last_positional(cls.positionals(argv))
+        return system, task
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

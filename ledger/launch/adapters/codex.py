@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.launch.adapters.base import Adapter, as_count
+from ledger.launch.adapters.base import Adapter, as_count, option_value
 
 _RAW_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
              "reasoning_output_tokens")
@@ -56,6 +56,33 @@ class CodexAdapter(Adapter):
     harness = "codex"
     provider = "openai"
     terminal_types = ("turn.completed/turn.failed",)
+    value_options = frozenset({
+        "-m", "--model", "-c", "--config", "-p", "--profile", "-s", "--sandbox", "-C", "--cd",
+        "--output-schema", "-o", "--output-last-message", "-i", "--image", "--color",
+        "-a", "--ask-for-approval", "--add-dir", "--local-provider", "--enable", "--disable"})
+
+    @classmethod
+    def stream_format_ok(cls, argv: list[str]) -> bool:
+        # `codex exec ... --json` (`e` is exec's alias; --experimental-json its old name)
+        args = argv[1:]
+        return ("exec" in args or "e" in args) and ("--json" in args or "--experimental-json" in args)
+
+    @classmethod
+    def model_from_argv(cls, argv: list[str]) -> str | None:
+        value = option_value(argv, ("-m", "--model"))
+        for i, a in enumerate(argv[1:], start=1):  # -c model=NAME overrides the config
+            if a in ("-c", "--config") and i + 1 < len(argv):
+                kv = argv[i + 1].replace(" ", "")
+                if kv.startswith("model="):
+                    value = kv.split("=", 1)[1].strip("\"'")
+        return value
+
+    @classmethod
+    def prompt_from_argv(cls, argv: list[str]) -> tuple[str | None, str | None]:
+        positional = [p for p in cls.positionals(argv) if p not in ("exec", "e", "resume")]
+        if "resume" in argv and len(positional) >= 2:
+            positional = positional[1:]  # the first positional of `resume` is the thread id
+        return None, cls._last_positional(positional)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -13,6 +13,10 @@ class CommandAdapter(Adapter):
     parses_stream = False
     terminal_types = ()
 
+    @classmethod
+    def prompt_from_argv(cls, argv: list[str]) -> tuple[str | None, str | None]:
+        return None, None  # a plain command has no prompt to find
+
     def feed(self, obj: dict[str, Any]) -> None:  # never called: stdout is not parsed
         pass
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.launch.adapters.base import Adapter, as_count, with_total_input
+from ledger.launch.adapters.base import Adapter, as_count, option_value, with_total_input
 
 
 def counters_from_gemini_stats(s: dict[str, Any]) -> dict[str, int | None]:
@@ -50,6 +50,30 @@ class GeminiAdapter(Adapter):
     harness = "gemini"
     provider = "google"
     terminal_types = ("result",)
+    value_options = frozenset({
+        "-m", "--model", "--output-format", "-o", "--approval-mode", "--include-directories",
+        "--allowed-tools", "--allowed-mcp-server-names", "-e", "--extensions", "--resume", "-r",
+        "--telemetry-target", "--proxy"})
+
+    @classmethod
+    def stream_format_ok(cls, argv: list[str]) -> bool:
+        return option_value(argv, ("--output-format", "-o")) == "stream-json"
+
+    @classmethod
+    def model_from_argv(cls, argv: list[str]) -> str | None:
+        return option_value(argv, ("-m", "--model"))
+
+    @classmethod
+    def prompt_from_argv(cls, argv: list[str]) -> tuple[str | None, str | None]:
+        task = None
+        for i, a in enumerate(argv):
+            if a in ("-p", "--prompt", "-i", "--prompt-interactive") and i + 1 < len(argv):
+                task = argv[i + 1]
+            elif a.startswith("--prompt="):
+                task = a.split("=", 1)[1]
+        if task is None:
+            task = cls._last_positional(cls.positionals(argv))
+        return None, task
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

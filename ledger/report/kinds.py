@@ -1,0 +1,39 @@
+"""The report vocabulary: kinds, filters and their labels, outcomes (one home).
+
+`ledger.report.aggregate` validates queries against these and `ledger report` builds its
+choices and help text from them. Kept free of SQLAlchemy and of the rest of the report
+package so that the CLI can import it while `ledger --help` stays fast.
+"""
+
+from __future__ import annotations
+
+# time reports first (bucketed), then the group-by reports
+TIME_KINDS = ("daily", "weekly", "monthly")
+KINDS = TIME_KINDS + ("run", "session", "model", "harness", "skill", "subject", "repo", "host")
+# the evaluation view: the subject / skill reports (`--by subject|skill`)
+EVALUATION_KINDS = ("subject", "skill")
+OUTCOMES = ("completed", "failed", "interrupted", "abandoned", "running", "unknown")
+# filter name -> what the filter matches (the CLI's `--NAME` help); `outcome` is its own option
+FILTER_LABELS = {
+    "harness": "harness",
+    "model": "model (the launched model or any model it used)",
+    "skill": "skill",
+    "subject": "subject selector (e.g. task:LOO-1)",
+    "repo": "repository",
+    "host": "host",
+}
+FILTERS = (*FILTER_LABELS, "outcome")
+# auto: the provider's receipt, else the estimate (ledger.report.costs applies the rule)
+COST_MODES = ("auto", "reported", "estimated")
+WEEK_STARTS = ("monday", "sunday")
+ORDERS = ("asc", "desc")
+
+
+def known_outcome(value: str) -> bool:
+    """An --outcome value names an outcome, or is a `*` pattern that matches one."""
+    if "*" not in value:
+        return value in OUTCOMES
+    import re
+
+    pat = re.compile(".*".join(re.escape(part) for part in value.split("*")))
+    return any(pat.fullmatch(o) for o in OUTCOMES)
