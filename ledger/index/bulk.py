@@ -1,0 +1,74 @@
+"""Writing a batch's rows into the index, in the batch's transaction.
+
+On SQLite rows built by the workers are copied from their scratch files with one
+INSERT ... SELECT per table (ATTACH is refused inside a transaction, so the files are
+attached first), and rows built here go straight to the driver's executemany (encoded
+tuples). Other databases get them as dicts through Core's executemany. The caller deletes
+what the batch replaces and writes the cursors in the same transaction, so a record's
+cursor is never committed without its rows.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Sequence
+
+import sqlalchemy as sa
+
+from ledger.index.project import TOOLS_JSON, enc_bool, plan
+
+
+def insert_encoded(conn: Any, table: sa.Table, params: list[tuple]) -> None:
+    """Bulk insert rows encoded for SQLite's driver (tuples in column order)."""
+    conn.connection.driver_connection.cursor().executemany(plan(table)[0], params)
+
+
+def insert_dicts(conn: Any, table: sa.Table, rows: list[dict[str, Any]], encode: bool) -> None:
+    """Bulk insert rows given as dicts (booleans encoded for the driver when `encode`)."""
+    if encode:
+        bools = {col.name for col in table.columns if isinstance(col.type, sa.Boolean)}
+        names = plan(table)[1]
+        insert_encoded(conn, table, [tuple(enc_bool(x[n]) if n in bools else x[n] for n in names) for x in rows])
+    else:
+        conn.execute(sa.insert(table), rows)
+
+
+def copy_batch(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables: Sequence[sa.Table],
+               out: dict[str, list[tuple]], scratch: Sequence[str], encode: bool,
+               replace: Callable[[], None]) -> None:
+    """In one transaction: `replace()` (delete what the batch rewrites), then per table the
+    rows of the scratch files and those in `out` (tuples in column order). The scratch
+    files are detached and deleted whatever happens."""
+    raw = conn.connection.driver_connection if scratch else None
+    aliases: list[str] = []
+    try:
+        for i, out_path in enumerate(scratch):  # (ATTACH is refused inside a transaction)
+            raw.execute(f"ATTACH DATABASE ? AS ledger_part{i}", (out_path,))
+            aliases.append(f"ledger_part{i}")
+        with txn():
+            replace()
+            for table in tables:
+                if aliases:
+                    cols = ", ".join(f'"{n}"' for n in plan(table)[1])
+                    for alias in aliases:
+                        if table.name == "tool_uses":
+                            raw.execute(f'INSERT INTO main."tool_uses" ({cols}) SELECT t.home_id, t.run_id, '
+                                        f'j.key, j.value FROM {alias}."{TOOLS_JSON}" AS t, json_each(t.tools) AS j')
+                        raw.execute(f'INSERT INTO main."{table.name}" ({cols}) '
+                                    f'SELECT {cols} FROM {alias}."{table.name}"')
+                rows = out[table.name]
+                if rows:
+                    if encode:
+                        insert_encoded(conn, table, rows)
+                    else:
+                        names = plan(table)[1]
+                        conn.execute(sa.insert(table), [dict(zip(names, r)) for r in rows])
+    finally:
+        for alias in aliases:
+            raw.execute(f"DETACH DATABASE {alias}")
+        for out_path in scratch:
+            try:
+                os.unlink(out_path)
+            except FileNotFoundError:
+                pass

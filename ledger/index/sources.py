@@ -1,0 +1,88 @@
+"""Sources of evidence: what the indexer projects into the index.
+
+A source discovers what changed in a home since its cursors and folds each changed item
+(new bytes only, from the cursor's position) into rows plus the item's new cursor, which the
+indexer commits in the same transaction. Run records (`runs/<xx>/run_*/`) are the first
+source; each client's archived session logs (`sources/<client>/...`, DESIGN §4b) will be
+another, with its own tables and cursors.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Protocol
+
+import sqlalchemy as sa
+
+from ledger.index.project import RUN_TABLES, Folded, damaged_cursor, fold_record
+from ledger.index.scan import RunScan, Work, delete_runs
+from ledger.records.model import ScanProblem
+
+
+@dataclass
+class PassContext:
+    """What a source's discovery gets for one home's pass."""
+
+    conn: Any
+    home: str
+    home_id: int
+    full: bool  # --full: look into everything, trust no signature alone
+    fresh: bool  # an empty database: there are no cursors to look up
+    racy_before: int  # ns: a signature this recent may still change within its clock tick
+    seal_before: int  # ns: quiet since then, a settled item may be sealed
+    summary: Any  # the pass's IndexSummary (counts and problems found while discovering)
+    encode: bool  # rows are encoded for SQLite's driver
+    txn: Callable[[], AbstractContextManager[Any]]  # a transaction (or the caller's single one)
+
+
+class Discovery(Protocol):
+    """One home's pass of a source."""
+
+    def __iter__(self) -> Iterator[Work]:
+        """The items that changed since their cursors (cursor None: new), as found."""
+
+    def folded(self, batch: list[Work]) -> None:
+        """A batch of items (and their cursors) was written."""
+
+    def settle(self) -> bool:
+        """After the last batch: write what changed besides the items; whether anything did."""
+
+    def write_state(self, insert_rows: Callable[[sa.Table, list[dict[str, Any]]], None]) -> None:
+        """In the pass's closing transaction: the source's own bookkeeping rows."""
+
+
+class Source(Protocol):
+    name: str  # stable: never renamed (it may key cursors and settings)
+    tables: tuple[sa.Table, ...]  # the tables it writes, keyed by (home_id, key); its cursor table last
+    key: str  # the item id column of those tables
+
+    def discover(self, ctx: PassContext) -> Discovery: ...
+
+    # A module-level function (the workers get it pickled by name): fold(home_id, item, previous
+    # cursor row or None, now, encode, out=None) -> Folded (rows + the new cursor row).
+    fold: Callable[..., Folded]
+
+    def damaged(self, home_id: int, item: Work, now: Any, encode: bool, problem: ScanProblem,
+                prev: Any) -> tuple:
+        """The cursor row of an item that could not be read."""
+
+    def delete(self, conn: Any, home_id: int, keys: list[str], with_cursors: bool) -> None:
+        """Delete the rows (and cursors) of these items."""
+
+
+class RunRecordsSource:
+    """Run records written by `ledger run`: `runs/<xx>/run_*/` (scan.py, project.py)."""
+
+    name = "runs"
+    tables = RUN_TABLES
+    key = "run_id"
+    fold = staticmethod(fold_record)
+    damaged = staticmethod(damaged_cursor)
+    delete = staticmethod(delete_runs)
+
+    def discover(self, ctx: PassContext) -> RunScan:
+        return RunScan(ctx)
+
+
+SOURCES: tuple[Source, ...] = (RunRecordsSource(),)
