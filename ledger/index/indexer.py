@@ -56,6 +56,13 @@ slice's rows into a scratch SQLite file next to the index (removed after use; a 
 indexer's are cleaned by the next pass) that the writer copies with INSERT ... SELECT; on
 other databases rows come back to the writer for Core's executemany. A fresh build
 (`prepare`) creates its schema while the workers read the first records.
+
+Modules: this one runs a pass (homes, batches, transactions, the summary) over the sources
+of `sources.py` (a source discovers what changed since its cursors and folds each changed
+item into rows + its new cursor; run records are the first); `scan.py` finds what changed
+in the run records (signatures, shards, sealing, work items); `project.py` turns a record
+into rows (encoders, column plans); `workers.py` runs the worker processes and their
+scratch files; `bulk.py` copies a batch into the database.
 """
 
 from __future__ import annotations
@@ -72,7 +79,7 @@ import sqlalchemy as sa
 from ledger.index import db as dbmod
 from ledger.index.bulk import copy_batch, insert_dicts, insert_encoded
 from ledger.index.models import Home
-from ledger.index.project import OUT_TABLES, Folded
+from ledger.index.project import Folded
 from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, launcher_dict
 from ledger.index.sources import SOURCES, PassContext, Source
 from ledger.index.workers import SCRATCH_PREFIX, Workers
@@ -307,7 +314,7 @@ class Indexer:
         s = self.summary
         source, now, encode = p.source, p.now, p.encode
         known = [w.name for w in p.batch if w.cur is not None]
-        out: dict[str, list[Any]] = {k: [] for k in OUT_TABLES}
+        out: dict[str, list[Any]] = {t.name: [] for t in source.tables}
         cursors = out[source.tables[-1].name]
         for w, (rows, problem, racy, rewrites, settled) in zip(p.batch, results):
             prev = p.prevs.get(w.name)
