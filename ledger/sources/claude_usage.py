@@ -1,0 +1,425 @@
+"""Exact per-response usage from Claude Code transcripts (`projects/<project>/<session>.jsonl`
+and `<session>/subagents/**/*.jsonl`): a pure, incremental reducer.
+
+Counting rules (DESIGN §4b, reference/stream-formats.md §B):
+
+* **One API response is counted once across every file fed**, keyed by `message.id` plus the
+  request key when the line has one (`requestRef` in 2.1.x, `requestId` in 2.0.x, neither on
+  some versions). Claude Code writes one line per content block with a copy of the usage,
+  streaming snapshots before the final line, and replays earlier responses into resumed,
+  forked and compacted files: all of these are copies of one key.
+* Its usage is the **max per counter** over its lines (a snapshot's `output_tokens` is low).
+* Its time is the **first appearance** (the smallest timestamp of any copy; a compaction
+  re-logs responses later), so the UTC day does not depend on the order files are fed in.
+* Its attribution (session, agent) comes from the preferred copy: **non-sidechain first**,
+  then the earliest, then the smallest session id / file / line (a total order, so the
+  choice does not depend on feed order either).
+* Counters use ledger's shape (ledger.records.model): `input_tokens` (uncached),
+  `cache_read_tokens`, `cache_write_tokens` with `cache_write_5m_tokens` /
+  `cache_write_1h_tokens` when the split accounts for every cache write, `output_tokens`,
+  `reasoning_tokens` when reported. A counter no line reported stays None (unknown, not 0).
+* Cost (basis `reported`), never estimated here:
+  - 2.1.x `cost-state` lines hold the cumulative cost of a session (`totalCostUSD`, per model
+    `modelUsage[m].costUSD`; a resumed session's file holds both runs' cumulative states).
+    Each chain (the line's `sessionId`) is charged its increments: every cumulative level
+    reached is charged, once, at the earliest time it was observed (a cost-state has no
+    timestamp: its time is the latest timestamp before it in its file). Copies of a
+    cost-state in another file therefore add nothing. A model that has tokens but a 0 cost
+    under `hasUnknownModelCost` has an unknown cost (None), not 0.
+  - 2.0.x `costUSD` on assistant lines: the response's cost (max over its copies).
+  - Anything else: no cost (None); estimating is done elsewhere.
+* Bad input (not JSON, not an object, non-UTF-8, unknown line type, an assistant line with
+  usage but no `message.id`, a torn last line) is skipped and reported in `problems` with
+  file, line number and reason; never an exception.
+
+Incremental use: `state()` is a dict of plain JSON values; `ClaudeUsage(state)` continues
+from it, and `feed(file, data, offset)` takes the bytes of `file` from `offset` (the value the
+previous `feed` returned for it). Only complete lines are consumed: a torn tail is left for
+the next pass. Memory is bounded by the number of distinct responses (plus one small cursor
+per file and the distinct cumulative cost levels per session).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+from ledger.records.timefmt import format_utc, parse_rfc3339
+
+STATE_VERSION = 1
+SYNTHETIC_MODEL = "<synthetic>"  # locally made messages: no API call, no usage
+
+# Counters kept per response, in the order stored in the state.
+COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
+            "reasoning_tokens", "_eph_5m", "_eph_1h")
+PUBLIC_COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
+                   "cache_write_1h_tokens", "output_tokens", "reasoning_tokens")
+_N = len(COUNTERS)
+
+# Line types Claude Code writes (2.0.x-2.1.328): skipped silently. Anything else is counted.
+KNOWN_TYPES = frozenset({
+    "user", "assistant", "system", "attachment", "progress", "summary", "custom-title", "ai-title",
+    "tag", "agent_metadata", "queue-operation", "api-request", "api-request-resumed",
+    "api-request-shape", "api-request-blob", "frame-link", "observer-ref", "continued-in",
+    "resume-head-vouch", "file-history-snapshot", "file-history-delta", "attribution-snapshot",
+    "relocated", "agent-name", "agent-color", "agent-setting", "mode", "permission-mode",
+    "session-owner", "isolation-latch", "dev-mods", "atis-latch", "worktree-state", "bridge-session",
+    "tools-used", "data-flow-records", "data-flow-incomplete", "derived-from", "pr-link",
+    "history-suppression", "ended-by-model", "cost-state", "last-prompt", "content-replacement",
+    "memory-mode", "artifact-comment-monitor", "artifact-autoreact-ledger", "fork-context-ref",
+    "repl-mode",
+})
+
+# Response entry layout in the state (a list, to keep the cursor small).
+# [counters x7, first_ts, model, rank_sidechain, rank_ts, session, agent, file, line, cost]
+_TS, _MODEL, _SIDE, _RTS, _SESSION, _AGENT, _FILE, _LINE, _COST = range(_N, _N + 9)
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Response:
+    """One API response, counted once."""
+
+    message_id: str
+    request_key: str | None
+    model: str | None
+    time: str | None            # first appearance, canonical UTC (None: no copy had a timestamp)
+    session_id: str | None
+    agent_id: str | None
+    sidechain: bool             # True only when every copy was a sidechain copy
+    counters: dict[str, int | None]
+    cost_usd: float | None      # 2.0.x per-line costUSD (reported), else None
+    file: str                   # where the preferred copy is
+    line: int
+
+    @property
+    def day(self) -> str | None:
+        return self.time[:10] if self.time else None
+
+
+@dataclass(frozen=True)
+class CostDelta:
+    """Reported cost a session added (from its cumulative `cost-state` lines)."""
+
+    session_id: str
+    model: str | None           # None: only `totalCostUSD` was known
+    time: str | None
+    cost_usd: float | None      # None: the client said this model's cost is unknown
+
+    @property
+    def day(self) -> str | None:
+        return self.time[:10] if self.time else None
+
+
+def _count(v: Any) -> int | None:
+    if type(v) is int:
+        return v if v >= 0 else None
+    if type(v) is float and v.is_integer() and v >= 0:
+        return int(v)
+    return None
+
+
+def _cost(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) and v >= 0 else None
+
+
+def _utc(v: Any) -> str | None:
+    if type(v) is not str:
+        return None
+    try:
+        return format_utc(parse_rfc3339(v))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _max(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a >= b else b
+
+
+def _usage_counters(u: dict[str, Any]) -> list[int | None]:
+    cc = u.get("cache_creation")
+    cc = cc if isinstance(cc, dict) else {}
+    details = u.get("output_tokens_details")
+    thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
+    return [_count(u.get("input_tokens")), _count(u.get("cache_read_input_tokens")),
+            _count(u.get("cache_creation_input_tokens")), _count(u.get("output_tokens")),
+            _count(thinking), _count(cc.get("ephemeral_5m_input_tokens")),
+            _count(cc.get("ephemeral_1h_input_tokens"))]
+
+
+def session_of_path(file: str) -> tuple[str | None, str | None]:
+    """(session id, agent id) implied by a transcript path: `<session>.jsonl` or
+    `<session>/subagents/**/agent-<id>.jsonl`. Used when a line does not say."""
+    parts = file.replace("\\", "/").split("/")
+    name = parts[-1]
+    stem = name[:-6] if name.endswith(".jsonl") else name
+    if "subagents" in parts:
+        i = len(parts) - 1 - parts[::-1].index("subagents")
+        session = parts[i - 1] if i >= 1 else None
+        agent = stem[6:] if stem.startswith("agent-") else stem
+        return session, agent
+    return stem or None, None
+
+
+class ClaudeUsage:
+    """The reducer. Feed lines of one or several sessions' files; read `responses()`,
+    `cost_deltas()`, `totals()`; persist `state()`."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        s = state or {}
+        if s and s.get("v") != STATE_VERSION:
+            raise ValueError(f"unsupported claude usage state version {s.get('v')!r}")
+        # file -> [offset, lines consumed, latest timestamp so far]
+        self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
+        # "<message id>\n<request key>" -> entry list (layout above)
+        self._responses: dict[str, list[Any]] = {k: list(v) for k, v in s.get("responses", {}).items()}
+        # chain (sessionId) -> {"m": {model: {repr(level): time}}, "t": {repr(level): time},
+        #                       "u": [models with unknown cost]}
+        self._chains: dict[str, dict[str, Any]] = {
+            k: {"m": {m: dict(lv) for m, lv in v["m"].items()}, "t": dict(v["t"]), "u": list(v["u"])}
+            for k, v in s.get("chains", {}).items()}
+        self.problem_count: int = s.get("problem_count", 0)
+        self.problems: list[Problem] = []   # found by this object (this pass), not persisted
+
+    # ---- persistence -----------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
+                "responses": {k: list(v) for k, v in self._responses.items()},
+                "chains": {k: {"m": {m: dict(lv) for m, lv in v["m"].items()}, "t": dict(v["t"]),
+                               "u": list(v["u"])} for k, v in self._chains.items()},
+                "problem_count": self.problem_count}
+
+    def offset(self, file: str) -> int:
+        """Bytes of `file` consumed so far (where the next `feed` must start)."""
+        f = self._files.get(file)
+        return f[0] if f else 0
+
+    # ---- feeding -----------------------------------------------------------------------
+    def _problem(self, file: str, line: int, reason: str) -> None:
+        self.problem_count += 1
+        self.problems.append(Problem(file, line, reason))
+
+    def feed(self, file: str, data: bytes, offset: int = 0) -> int:
+        """Consume the complete lines of `data`, the bytes of `file` starting at `offset`.
+        Returns the new offset (after the last complete line); a torn tail is not consumed
+        and is reported as a problem (it will be read whole once its newline arrives)."""
+        cur = self._files.get(file)
+        if cur is None:
+            cur = self._files[file] = [0, 0, None]
+        if offset != cur[0]:
+            raise ValueError(f"{file}: feed at offset {offset}, but {cur[0]} bytes were consumed")
+        path_session, path_agent = session_of_path(file)
+        end = data.rfind(b"\n") + 1
+        lineno = cur[1]
+        latest = cur[2]
+        pos = 0
+        while pos < end:
+            nl = data.index(b"\n", pos)
+            raw = data[pos:nl]
+            pos = nl + 1
+            lineno += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                try:
+                    raw.decode("utf-8")
+                    reason = f"not JSON: {e}"
+                except UnicodeDecodeError:
+                    reason = "not UTF-8"
+                self._problem(file, lineno, reason)
+                continue
+            if not isinstance(obj, dict):
+                self._problem(file, lineno, "not a JSON object")
+                continue
+            kind = obj.get("type")
+            ts = _utc(obj.get("timestamp"))
+            if ts is not None and (latest is None or ts > latest):
+                latest = ts
+            if kind == "assistant":
+                self._assistant(obj, ts, file, lineno, path_session, path_agent)
+            elif kind == "cost-state":
+                self._cost_state(obj, latest, file, lineno, path_session)
+            elif kind not in KNOWN_TYPES:
+                self._problem(file, lineno, f"unknown line type {str(kind)[:60]!r}")
+        if end < len(data):
+            self._problem(file, lineno + 1, "torn last line (no newline yet): not read")
+        cur[0], cur[1], cur[2] = offset + end, lineno, latest
+        return offset + end
+
+    def _assistant(self, obj: dict[str, Any], ts: str | None, file: str, lineno: int,
+                   path_session: str | None, path_agent: str | None) -> None:
+        msg = obj.get("message")
+        if not isinstance(msg, dict) or not isinstance(msg.get("usage"), dict):
+            return  # an assistant line without usage carries nothing to count
+        model = msg.get("model") if type(msg.get("model")) is str else None
+        if model == SYNTHETIC_MODEL:
+            return
+        mid = msg.get("id")
+        if type(mid) is not str or not mid:
+            self._problem(file, lineno, "assistant usage without message.id: not counted")
+            return
+        req = obj.get("requestRef")
+        if type(req) is not str or not req:
+            req = obj.get("requestId")
+            if type(req) is not str or not req:
+                req = None
+        key = mid + "\n" + (req if req is not None else "")
+        counters = _usage_counters(msg["usage"])
+        cost = _cost(obj.get("costUSD"))
+        side = 1 if obj.get("isSidechain") is True else 0
+        session = obj.get("sessionId") if type(obj.get("sessionId")) is str else path_session
+        agent = obj.get("agentId") if type(obj.get("agentId")) is str else path_agent
+        e = self._responses.get(key)
+        if e is None:
+            self._responses[key] = [*counters, ts, model, side, ts, session, agent, file, lineno, cost]
+            return
+        for i in range(_N):
+            e[i] = _max(e[i], counters[i])
+        if ts is not None and (e[_TS] is None or ts < e[_TS]):
+            e[_TS] = ts
+        e[_COST] = _max(e[_COST], cost)
+        # the preferred copy: non-sidechain, then earliest (None last), then session/file/line
+        new_rank = (side, ts is None, ts or "", session or "", file, lineno)
+        old_rank = (e[_SIDE], e[_RTS] is None, e[_RTS] or "", e[_SESSION] or "", e[_FILE], e[_LINE])
+        if new_rank < old_rank:
+            e[_SIDE], e[_RTS], e[_SESSION], e[_AGENT], e[_FILE], e[_LINE] = side, ts, session, agent, file, lineno
+            if model is not None:
+                e[_MODEL] = model
+        elif e[_MODEL] is None:
+            e[_MODEL] = model
+
+    def _cost_state(self, obj: dict[str, Any], time: str | None, file: str, lineno: int,
+                    path_session: str | None) -> None:
+        sid = obj.get("sessionId") if type(obj.get("sessionId")) is str else path_session
+        if sid is None:
+            self._problem(file, lineno, "cost-state without sessionId")
+            return
+        chain = self._chains.setdefault(sid, {"m": {}, "t": {}, "u": []})
+        total = _cost(obj.get("totalCostUSD"))
+        if total is not None:
+            _observe(chain["t"], total, time)
+        unknown = obj.get("hasUnknownModelCost") is True
+        mu = obj.get("modelUsage")
+        if isinstance(mu, dict):
+            for model, u in mu.items():
+                if not isinstance(u, dict):
+                    continue
+                c = _cost(u.get("costUSD"))
+                if c is None:
+                    continue
+                if unknown and c == 0 and any(_count(u.get(k)) for k in (
+                        "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")):
+                    if model not in chain["u"]:
+                        chain["u"].append(model)
+                _observe(chain["m"].setdefault(model, {}), c, time)
+        elif total is None:
+            self._problem(file, lineno, "cost-state without totalCostUSD or modelUsage")
+
+    # ---- results -----------------------------------------------------------------------
+    def responses(self) -> Iterator[Response]:
+        for key, e in self._responses.items():
+            mid, _, req = key.partition("\n")
+            write, m5, h1 = e[2], e[5], e[6]
+            split_ok = write is not None and m5 is not None and h1 is not None and m5 + h1 == write
+            counters = {
+                "input_tokens": e[0], "cache_read_tokens": e[1], "cache_write_tokens": write,
+                "cache_write_5m_tokens": m5 if split_ok else None,
+                "cache_write_1h_tokens": h1 if split_ok else None,
+                "output_tokens": e[3], "reasoning_tokens": e[4],
+            }
+            yield Response(mid, req or None, e[_MODEL], e[_TS], e[_SESSION], e[_AGENT], bool(e[_SIDE]),
+                           counters, e[_COST], e[_FILE], e[_LINE])
+
+    def cost_deltas(self) -> list[CostDelta]:
+        out: list[CostDelta] = []
+        for sid, chain in sorted(self._chains.items()):
+            if chain["m"]:
+                for model, levels in sorted(chain["m"].items()):
+                    unknown = model in chain["u"]
+                    for t, d in _increments(levels):
+                        out.append(CostDelta(sid, model, t, None if unknown else d))
+            else:
+                for t, d in _increments(chain["t"]):
+                    out.append(CostDelta(sid, None, t, d))
+        return out
+
+    def totals(self, by: Iterable[str] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
+        """Sums grouped by any of `day`, `model`, `session`: each counter (None when no
+        response reported it), `responses`, and `cost_usd` (reported: cost-state deltas plus
+        2.0.x per-response costs; None when nothing in the group reported a cost)."""
+        by = tuple(by)
+        out: dict[tuple, dict[str, Any]] = {}
+
+        def row(k: tuple) -> dict[str, Any]:
+            r = out.get(k)
+            if r is None:
+                r = out[k] = {c: None for c in PUBLIC_COUNTERS}
+                r["responses"] = 0
+                r["cost_usd"] = None
+            return r
+
+        def key(day: str | None, model: str | None, session: str | None) -> tuple:
+            f = {"day": day, "model": model, "session": session}
+            return tuple(f[b] for b in by)
+
+        for resp in self.responses():
+            r = row(key(resp.day, resp.model, resp.session_id))
+            r["responses"] += 1
+            for c, v in resp.counters.items():
+                if v is not None:
+                    r[c] = (r[c] or 0) + v
+            if resp.cost_usd is not None:
+                r["cost_usd"] = (r["cost_usd"] or 0.0) + resp.cost_usd
+        for d in self.cost_deltas():
+            if d.cost_usd is not None:
+                r = row(key(d.day, d.model, d.session_id))
+                r["cost_usd"] = (r["cost_usd"] or 0.0) + d.cost_usd
+        return out
+
+
+def _observe(levels: dict[str, Any], value: float, time: str | None) -> None:
+    k = repr(value)  # repr round-trips a float exactly, and is a JSON key
+    old = levels.get(k, False)
+    if old is False or (time is not None and (old is None or time < old)):
+        levels[k] = time
+
+
+def _increments(levels: dict[str, Any]) -> list[tuple[str | None, float]]:
+    """Each cumulative level's increment over the level below, charged at the earliest time any
+    observation reached it (so copies and feed order change nothing)."""
+    pts = sorted(((float(k), t) for k, t in levels.items()), key=lambda p: -p[0])
+    reached: list[tuple[float, str | None]] = []
+    best: str | None = None
+    for v, t in pts:
+        if t is not None and (best is None or t < best):
+            best = t
+        reached.append((v, best))
+    reached.reverse()
+    out: list[tuple[str | None, float]] = []
+    prev = 0.0
+    for v, t in reached:
+        if v > prev:
+            out.append((t, v - prev))
+        prev = v
+    return out

@@ -1,0 +1,365 @@
+"""A synthetic Claude Code history with every known duplication hazard, and its ground truth.
+
+`generate(root, sessions=N, seed=S)` writes a Claude config dir layout under `root`
+(`projects/<project>/<session>.jsonl`, `projects/<project>/<session>/subagents/agent-<id>.jsonl`)
+and returns a `History` whose `truth` is computed from the generator's own list of distinct
+API responses and of the costs it charged, never by reading the files back.
+
+Hazards (reference/stream-formats.md §B):
+* one line per content block, each with the same `message.id`, request key and usage;
+* streaming snapshots: earlier lines of a response have a lower `output_tokens` (and, 2.0.x,
+  a lower `costUSD`);
+* styles: 2.1.x (`requestRef`, `api-request` lines, cumulative `cost-state` lines, 5m/1h
+  cache-write split), 2.0.x (`requestId`, `costUSD` per line), and no request key, no cost;
+* a 2.1.x session resumed later into the same file (its cost-state totals continue);
+* a session resumed into a new file that replays the earlier responses verbatim (new
+  sessionId, new uuids, original timestamps);
+* a fork (2.1.x): a new file copying the parent's lines up to the fork point, including the
+  parent's cost-state lines, then its own responses and its own cost chain from 0;
+* a compaction: boundary + summary lines, then the last responses re-logged with later
+  timestamps (first appearance must win);
+* subagent transcripts (`isSidechain`, `agentId`) whose cost is in the parent's cost-state;
+* a model the client cannot price (`hasUnknownModelCost`, costUSD 0): its cost is unknown;
+* sessions starting near midnight UTC and resumed days later;
+* junk: malformed JSON, non-UTF-8 bytes, a JSON array, an unknown line type, a torn last line.
+
+Costs are multiples of 2**-20 USD so that every sum and difference is exact in binary floats
+and the truth can be compared with `==`.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
+            "cache_write_1h_tokens", "output_tokens", "reasoning_tokens")
+MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805", "claude-haiku-4-5-20251001")
+UNPRICED_MODEL = "acme-proxy-model-1"  # the client has no price: hasUnknownModelCost
+UNIT = 2.0 ** -20
+T0 = datetime(2026, 1, 9, 22, 30, tzinfo=timezone.utc)
+
+
+@dataclass
+class TrueResponse:
+    message_id: str
+    request_key: str | None
+    model: str
+    time: datetime
+    session_id: str
+    counters: dict[str, int | None]
+    cost_usd: float | None      # the 2.0.x per-line cost (reported), else None
+
+    @property
+    def day(self) -> str:
+        return self.time.strftime("%Y-%m-%d")
+
+
+@dataclass
+class History:
+    root: Path
+    files: dict[str, bytes]                 # relative path -> bytes written
+    responses: list[TrueResponse]
+    charges: list[tuple[str, str, float | None]]  # (day, model, cost) from cost-state increments
+    junk_lines: int
+    torn_files: list[str]
+
+    def truth(self, by: tuple[str, ...] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
+        out: dict[tuple, dict[str, Any]] = {}
+
+        def row(day: str, model: str, session: str | None = None) -> dict[str, Any]:
+            f = {"day": day, "model": model, "session": session}
+            k = tuple(f[b] for b in by)
+            if k not in out:
+                out[k] = {**{c: None for c in COUNTERS}, "responses": 0, "cost_usd": None}
+            return out[k]
+
+        for r in self.responses:
+            x = row(r.day, r.model, r.session_id)
+            x["responses"] += 1
+            for c, v in r.counters.items():
+                if v is not None:
+                    x[c] = (x[c] or 0) + v
+            if r.cost_usd is not None:
+                x["cost_usd"] = (x["cost_usd"] or 0.0) + r.cost_usd
+        if "session" not in by:
+            for day, model, cost in self.charges:
+                if cost is not None:
+                    x = row(day, model)
+                    x["cost_usd"] = (x["cost_usd"] or 0.0) + cost
+        return out
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+class _File:
+    """One transcript file being written: its lines (dicts, or raw bytes for junk)."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        self.lines: list[Any] = []
+        self.max_ts: datetime | None = None
+
+    def add(self, obj: Any) -> None:
+        self.lines.append(obj)
+        if isinstance(obj, dict) and "timestamp" in obj:
+            t = datetime.fromisoformat(obj["timestamp"].replace("Z", "+00:00"))
+            if self.max_ts is None or t > self.max_ts:
+                self.max_ts = t
+
+    def data(self) -> bytes:
+        return b"".join(x if isinstance(x, bytes) else orjson.dumps(x) + b"\n" for x in self.lines)
+
+
+class _Gen:
+    def __init__(self, root: Path, seed: int) -> None:
+        self.root = root
+        self.rng = random.Random(seed)
+        self.files: list[_File] = []
+        self.responses: list[TrueResponse] = []
+        self.charges: list[tuple[str, str, float | None]] = []
+        self.junk = 0
+        self.torn: list[str] = []
+
+    def hex(self, n: int) -> str:
+        return "".join(self.rng.choice("0123456789abcdef") for _ in range(n))
+
+    def uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def new_file(self, rel: str) -> _File:
+        f = _File(rel)
+        self.files.append(f)
+        return f
+
+    # -- one API response, written as several lines -------------------------------------
+    def response(self, f: _File, sess: "_Session", t: datetime, model: str, *, agent: str | None = None) -> datetime:
+        rng = self.rng
+        style = sess.style
+        mid = "msg_01" + self.hex(22)
+        req = None
+        if style == "2.1":
+            req = "req-" + self.uid()
+            f.add({"type": "api-request", "id": req, "params": {"model": model}, "sessionId": sess.sid})
+        elif style == "2.0":
+            req = "req_011" + self.hex(21)
+        inp, read = rng.randint(1, 50), rng.choice([0, rng.randint(100, 90000)])
+        write = rng.choice([0, rng.randint(10, 30000)])
+        out = rng.randint(1, 3000)
+        usage: dict[str, Any] = {"input_tokens": inp, "cache_creation_input_tokens": write,
+                                 "cache_read_input_tokens": read, "output_tokens": out,
+                                 "service_tier": "standard"}
+        m5 = h1 = None
+        if style == "2.1":
+            h1 = rng.choice([0, write // 3])
+            m5 = write - h1
+            usage["cache_creation"] = {"ephemeral_5m_input_tokens": m5, "ephemeral_1h_input_tokens": h1}
+        cost = rng.randint(1, 4000) * UNIT
+        blocks = rng.randint(1, 3)
+        snapshots = rng.randint(0, 2)  # lines with a lower output_tokens before the final ones
+        first = t
+        for i in range(snapshots + blocks):
+            u = dict(usage)
+            line_cost = cost
+            if i < snapshots:
+                u["output_tokens"] = rng.randint(0, out - 1) if out > 1 else 0
+                line_cost = rng.randint(0, int(cost / UNIT) - 1) * UNIT if cost > UNIT else 0.0
+            line: dict[str, Any] = {
+                "parentUuid": self.uid(), "isSidechain": agent is not None, "userType": "external",
+                "cwd": sess.cwd, "sessionId": sess.sid, "version": sess.version, "gitBranch": "main",
+                "type": "assistant", "uuid": self.uid(), "timestamp": _iso(t),
+                "message": {"id": mid, "type": "message", "role": "assistant", "model": model,
+                            "content": [{"type": "text", "text": f"block {i}"}], "stop_reason": None,
+                            "usage": u}}
+            if agent is not None:
+                line["agentId"] = agent
+            if style == "2.1":
+                line["requestRef"] = req
+                line["apiBlockIndex"] = i
+            elif style == "2.0":
+                line["requestId"] = req
+                line["costUSD"] = line_cost
+            f.add(line)
+            t += timedelta(milliseconds=rng.randint(1, 900))
+        counters = {"input_tokens": inp, "cache_read_tokens": read, "cache_write_tokens": write,
+                    "cache_write_5m_tokens": m5, "cache_write_1h_tokens": h1, "output_tokens": out,
+                    "reasoning_tokens": None}
+        self.responses.append(TrueResponse(mid, req, model, first, sess.sid, counters,
+                                           cost if style == "2.0" else None))
+        if style == "2.1":
+            # the client's cumulative cost tracker (the whole process: subagents included)
+            sess.cum[model] = sess.cum.get(model, 0.0) + (0.0 if model == UNPRICED_MODEL else cost)
+            sess.cum_tokens[model] = sess.cum_tokens.get(model, 0) + inp + out
+        return t
+
+    def user(self, f: _File, sess: "_Session", t: datetime, text: str = "go on") -> None:
+        f.add({"parentUuid": None, "isSidechain": False, "type": "user", "uuid": self.uid(),
+               "timestamp": _iso(t), "sessionId": sess.sid, "cwd": sess.cwd, "version": sess.version,
+               "message": {"role": "user", "content": text}})
+
+    def cost_state(self, f: _File, sess: "_Session") -> None:
+        """A 2.1.x cost-state line; the truth is charged its increments at the file's latest
+        timestamp (cost-state lines carry none)."""
+        day = f.max_ts.strftime("%Y-%m-%d")
+        unknown = False
+        mu = {}
+        for model, c in sess.cum.items():
+            inc = c - sess.charged.get(model, 0.0)
+            if model == UNPRICED_MODEL:
+                unknown = True
+                if sess.cum_tokens[model] > sess.charged_tokens.get(model, 0):
+                    self.charges.append((day, model, None))
+            elif inc:
+                self.charges.append((day, model, inc))
+            sess.charged[model] = c
+            sess.charged_tokens[model] = sess.cum_tokens[model]
+            mu[model] = {"inputTokens": sess.cum_tokens[model], "outputTokens": 0, "cacheReadInputTokens": 0,
+                         "cacheCreationInputTokens": 0, "webSearchRequests": 0, "costUSD": c}
+        line = {"type": "cost-state", "sessionId": sess.sid, "totalCostUSD": sum(sess.cum.values()),
+                "totalAPIDuration": 1000, "totalDuration": 2000, "startTime": 1767996000000,
+                "modelUsage": mu}
+        if unknown:
+            line["hasUnknownModelCost"] = True
+        f.add(line)
+
+    def junk_line(self, f: _File) -> None:
+        self.junk += 1
+        f.add(self.rng.choice([b'{"type":"assistant","message":{"id":\n', b"\xff\xfe not utf-8 \x80\n",
+                               b"[1, 2, 3]\n", b'{"type":"x-future-line-type","n":1}\n', b"not json at all\n"]))
+
+    # -- sessions --------------------------------------------------------------------------
+    def run(self, f: _File, sess: "_Session", t: datetime, turns: int, *, subagent_dir: str | None = None) -> datetime:
+        rng = self.rng
+        for _ in range(turns):
+            self.user(f, sess, t)
+            t += timedelta(seconds=rng.randint(1, 30))
+            f.add({"type": "queue-operation", "operation": "enqueue", "sessionId": sess.sid, "timestamp": _iso(t)})
+            for _ in range(rng.randint(1, 3)):
+                model = rng.choice(sess.models)
+                t = self.response(f, sess, t, model)
+                t += timedelta(seconds=rng.randint(1, 600))
+            if subagent_dir and rng.random() < 0.5:
+                agent = self.hex(8)
+                af = self.new_file(f"{subagent_dir}/agent-{agent}.jsonl")
+                at = t
+                for _ in range(rng.randint(1, 3)):
+                    at = self.response(af, sess, at, rng.choice(MODELS), agent=agent)
+                t = at + timedelta(seconds=5)
+            if rng.random() < 0.15:
+                self.junk_line(f)
+            if sess.style == "2.1" and rng.random() < 0.6:
+                self.cost_state(f, sess)
+            t += timedelta(minutes=rng.randint(1, 90))
+        if sess.style == "2.1":
+            self.cost_state(f, sess)  # the client writes one as the process ends
+        return t
+
+    def compaction(self, f: _File, sess: "_Session", t: datetime) -> datetime:
+        f.add({"type": "system", "subtype": "compact_boundary", "sessionId": sess.sid, "timestamp": _iso(t),
+               "uuid": self.uid()})
+        f.add({"type": "user", "isCompactSummary": True, "sessionId": sess.sid, "timestamp": _iso(t),
+               "uuid": self.uid(), "message": {"role": "user", "content": "summary"}})
+        # re-log the last response's lines later: the first appearance keeps its day
+        last = [x for x in f.lines if isinstance(x, dict) and x.get("type") == "assistant"][-2:]
+        for x in last:
+            y = copy.deepcopy(x)
+            y["uuid"] = self.uid()
+            y["timestamp"] = _iso(t)
+            f.add(y)
+            t += timedelta(seconds=1)
+        return t
+
+    def session(self, project: str, style: str, t: datetime) -> None:
+        rng = self.rng
+        sess = _Session(self.uid(), style, project, [*rng.sample(MODELS, rng.randint(1, 2))])
+        if style == "2.1" and rng.random() < 0.3:
+            sess.models.append(UNPRICED_MODEL)
+        f = self.new_file(f"projects/{project}/{sess.sid}.jsonl")
+        f.add({"type": "summary", "summary": "A task", "leafUuid": self.uid()})
+        t = self.run(f, sess, t, rng.randint(1, 4), subagent_dir=f"projects/{project}/{sess.sid}/subagents")
+        if rng.random() < 0.4:
+            t = self.compaction(f, sess, t)
+            t = self.run(f, sess, t, 1)
+        hazard = rng.random()
+        if style == "2.1" and hazard < 0.4:
+            # resumed into the same file, days later: the cost-state totals continue
+            t += timedelta(days=rng.randint(1, 3), hours=rng.randint(0, 5))
+            self.run(f, sess, t, rng.randint(1, 2))
+        elif style == "2.1" and hazard < 0.8:
+            # forked: a new file copies the parent's lines (cost-states included), then its own
+            child = _Session(self.uid(), style, project, sess.models)
+            cf = self.new_file(f"projects/{project}/{child.sid}.jsonl")
+            for x in f.lines:
+                if isinstance(x, dict):
+                    y = copy.deepcopy(x)
+                    if y.get("type") != "cost-state" and "sessionId" in y:
+                        y["sessionId"] = child.sid
+                    if "uuid" in y:
+                        y["uuid"] = self.uid()
+                    cf.add(y)
+            t += timedelta(hours=rng.randint(1, 30))
+            self.run(cf, child, t, rng.randint(1, 2))
+        elif style != "2.1" and hazard < 0.6:
+            # resumed into a new file (older clients): earlier responses replayed verbatim
+            child = _Session(self.uid(), style, project, sess.models)
+            cf = self.new_file(f"projects/{project}/{child.sid}.jsonl")
+            for x in f.lines:
+                if isinstance(x, dict) and x.get("type") in ("user", "assistant"):
+                    y = copy.deepcopy(x)
+                    y["sessionId"] = child.sid
+                    y["uuid"] = self.uid()
+                    cf.add(y)
+            t += timedelta(days=rng.randint(0, 2), hours=rng.randint(1, 20))
+            self.run(cf, child, t, rng.randint(1, 3))
+
+
+@dataclass
+class _Session:
+    sid: str
+    style: str
+    project: str
+    models: list[str]
+    cum: dict[str, float] = field(default_factory=dict)
+    cum_tokens: dict[str, int] = field(default_factory=dict)
+    charged: dict[str, float] = field(default_factory=dict)
+    charged_tokens: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cwd(self) -> str:
+        return "/" + self.project.strip("-").replace("-", "/")
+
+    @property
+    def version(self) -> str:
+        return {"2.1": "2.1.328", "2.0": "2.0.46", "none": "2.1.63"}[self.style]
+
+
+def generate(root: Path, sessions: int = 8, seed: int = 0) -> History:
+    """Write the history under `root` (a Claude config dir) and return it with its truth."""
+    g = _Gen(Path(root), seed)
+    projects = ["-home-dev-" + w for w in ("alpha", "beta-app", "gamma")]
+    styles = ("2.1", "2.0", "none")
+    for i in range(sessions):
+        style = styles[i % 3] if i < 3 else g.rng.choice(styles)
+        t = T0 + timedelta(days=g.rng.randint(0, 3), minutes=g.rng.randint(0, 180))
+        g.session(g.rng.choice(projects), style, t)
+    # a live session's torn last line: a response still being written (not in the truth)
+    last = g.files[0]
+    last.add(b'{"type":"assistant","timestamp":"2026-01-12T10:00:00.000Z","message":{"id":"msg_torn","usa')
+    g.torn.append(last.rel)
+    files: dict[str, bytes] = {}
+    for f in g.files:
+        data = f.data()
+        files[f.rel] = data
+        p = g.root / f.rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return History(g.root, files, g.responses, g.charges, g.junk, g.torn)
