@@ -9,7 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from ledger.cli import run_cmd, runs_cmd
-from ledger.cli import db_cmd, index_cmd, sql_cmd
+from ledger.cli import db_cmd, import_cmd, index_cmd, sql_cmd
 from ledger.cli import report_cmd
 from ledger.cli import verify_cmd
 from ledger.cli.common import err, print_usage_error
@@ -56,6 +56,7 @@ app.command("run", context_settings=run_cmd.RUN_CONTEXT)(run_cmd.run)
 app.command("runs")(runs_cmd.runs)
 app.command("show")(runs_cmd.show)
 app.command("index")(index_cmd.index)
+app.command("import")(import_cmd.import_)
 app.command("sql")(sql_cmd.sql)
 app.command("report")(report_cmd.report)
 app.command("verify")(verify_cmd.verify)

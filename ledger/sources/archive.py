@@ -1,0 +1,571 @@
+"""The archive of the agents' own session logs (DESIGN §4b): a record, like a run's events.
+
+New complete lines of each log file are copied, append-only, into
+`<home>/sources/<client>/<path below the client's config dir>` (Claude:
+`projects/<project>/<session>.jsonl` and `<session>/subagents/...`; Codex:
+`sessions/YYYY/MM/DD/rollout-*.jsonl`, `archived_sessions/...`). An archive file is never
+rewritten: the clients delete or rewrite their logs, the archive keeps what it saw.
+
+Per log (its *key*: the path below the config dir; for Codex the file name, so a rollout moved
+from sessions/ to archived_sessions/ continues where it was) one state file,
+`sources/<client>/.state/<sha256(key)[:32]>.json`, written atomically, keeps:
+- its generations: the archive file of each, its archived size, sha256 of its first 4 KiB
+  (the prefix check) and of the 256 bytes before its end (the bytes the next append follows);
+- per source path seen: size, mtime, inode and generation at the last import, so that an
+  unchanged log costs one stat and no read.
+
+A log that shrank, or whose archived bytes no longer match, starts a new generation
+(`<name>.gen2.jsonl`, ...) counted as an evidence gap; earlier generations stay as they are.
+Only complete lines are copied: a torn last line (a live session) waits for its newline.
+Unreadable files, directories named like logs, FIFOs and symlinks (never followed) are skipped
+and named; the import goes on.
+
+Not done here yet: zstandard compression of settled archive files; projecting the archive
+into the index (a `Source` in ledger/index/sources.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import stat as stat_mod
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from ledger.errors import LedgerError
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+PREFIX_BYTES = 4096
+TAIL_BYTES = 256
+CHUNK = 1 << 20
+STATE_DIR = ".state"
+STATE_VERSION = 1
+
+
+# ---------------------------------------------------------------- clients and where they log
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    label: str
+    subdirs: tuple[str, ...]  # below the config dir, in priority order (first wins a key)
+    env_var: str
+    defaults: tuple[str, ...]  # config dirs tried when env_var is unset ("~" expanded)
+    prefix: str = ""  # a log's file name starts with it
+    key_by_name: bool = False  # the file name alone identifies a log (Codex rollouts move)
+
+    def wanted(self, name: str) -> bool:
+        return name.endswith(".jsonl") and name.startswith(self.prefix)
+
+    def key(self, rel: str) -> str:
+        return rel.rsplit("/", 1)[-1] if self.key_by_name else rel
+
+
+CLIENTS: dict[str, Client] = {
+    "claude": Client("claude", "Claude Code", ("projects",), "CLAUDE_CONFIG_DIR", ("~/.claude", "~/.config/claude")),
+    "codex": Client("codex", "Codex", ("sessions", "archived_sessions"), "CODEX_HOME", ("~/.codex",),
+                    prefix="rollout-", key_by_name=True),
+}
+
+
+def default_roots(client: Client, env: Mapping[str, str] | None = None) -> list[Path]:
+    """The config dirs to look in: $CLAUDE_CONFIG_DIR / $CODEX_HOME, else the defaults."""
+    env = os.environ if env is None else env
+    if env.get(client.env_var):
+        return [Path(env[client.env_var]).expanduser()]
+    home = env.get("HOME") or os.path.expanduser("~")
+    return [Path(home) / d[2:] if d.startswith("~/") else Path(d) for d in client.defaults]
+
+
+def has_logs_dir(client: Client, root: Path) -> bool:
+    return any(os.path.isdir(root / sub) for sub in client.subdirs)
+
+
+# ---------------------------------------------------------------- the summary
+
+@dataclass
+class Problem:
+    path: str
+    reason: str
+
+
+@dataclass
+class Gap:
+    path: str
+    archive: str
+    generation: int
+    reason: str
+
+
+@dataclass
+class ClientSummary:
+    client: str
+    roots: list[str] = field(default_factory=list)
+    files: int = 0  # logs found
+    unchanged: int = 0  # logs skipped on their stat alone
+    new_files: int = 0  # logs archived for the first time
+    new_bytes: int = 0  # bytes appended to the archive
+    read_bytes: int = 0  # bytes read from the logs (new bytes plus prefix/tail checks)
+    waiting: int = 0  # logs whose last line is torn (a live session): it waits for its newline
+    generations: int = 0  # new generations (each an evidence gap)
+    gaps: list[Gap] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return _printable(d)
+
+
+def _printable(obj: Any) -> Any:
+    """Paths may hold bytes that are not UTF-8 (surrogate escapes): shown as \\udcXX in JSON."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
+    if isinstance(obj, dict):
+        return {k: _printable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_printable(v) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------- discovery
+
+@dataclass
+class Found:
+    root: str
+    rel: str  # below the config dir, "/"-separated
+    path: str  # absolute
+    st: os.stat_result
+
+
+def discover(client: Client, root: Path, summary: ClientSummary) -> list[Found]:
+    """The logs below `root`, symlinks never followed; problems go to `summary.skipped`."""
+    found: list[Found] = []
+    real_root = os.path.realpath(root)
+    for sub in client.subdirs:
+        top = os.path.join(root, sub)
+        try:
+            st = os.lstat(top)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            summary.skipped.append(Problem(top, f"unreadable ({exc.strerror})"))
+            continue
+        if stat_mod.S_ISLNK(st.st_mode):
+            summary.skipped.append(Problem(top, _symlink_reason(top, real_root)))
+            continue
+        if not stat_mod.S_ISDIR(st.st_mode):
+            summary.skipped.append(Problem(top, "not a directory"))
+            continue
+        found.extend(_walk(client, str(root), sub, real_root, summary))
+    return found
+
+
+def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSummary) -> Iterator[Found]:
+    stack = [sub]
+    while stack:
+        rel_dir = stack.pop()
+        path_dir = os.path.join(root, rel_dir)
+        try:
+            with os.scandir(path_dir) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            summary.skipped.append(Problem(path_dir, f"unreadable directory ({exc.strerror})"))
+            continue
+        subdirs = []
+        for e in entries:
+            rel = f"{rel_dir}/{e.name}"
+            try:
+                if e.is_symlink():
+                    if e.is_dir() or client.wanted(e.name):
+                        summary.skipped.append(Problem(e.path, _symlink_reason(e.path, real_root)))
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    if client.wanted(e.name):
+                        summary.skipped.append(Problem(e.path, "a directory where a log file should be"))
+                    else:
+                        subdirs.append(rel)
+                    continue
+                if not client.wanted(e.name):
+                    continue
+                st = e.stat(follow_symlinks=False)
+            except OSError as exc:
+                summary.skipped.append(Problem(e.path, f"unreadable ({exc.strerror})"))
+                continue
+            if not stat_mod.S_ISREG(st.st_mode):
+                summary.skipped.append(Problem(e.path, "not a regular file"))
+                continue
+            yield Found(root, rel, e.path, st)
+        stack.extend(reversed(subdirs))
+
+
+def _symlink_reason(path: str, real_root: str) -> str:
+    target = os.path.realpath(path)
+    if target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep):
+        return "a symlink (not followed; its target inside the config dir is archived on its own path)"
+    return "a symlink pointing out of the config dir (not followed)"
+
+
+# ---------------------------------------------------------------- files and modes
+
+def _fsync_dir(path: str | Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _mkdirs(path: Path) -> None:
+    """Directories 0700 whatever the umask (an archive holds prompts and code)."""
+    missing = []
+    p = path
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, DIR_MODE)
+        except FileExistsError:
+            pass
+        os.chmod(d, DIR_MODE)
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """tmp (0600, O_EXCL) + fsync + rename + fsync dir: a state file is whole or absent."""
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _pread_all(fd: int, n: int, offset: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = os.pread(fd, n - len(out), offset + len(out))
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
+
+
+# ---------------------------------------------------------------- state
+
+def _state_path(client_dir: Path, key: str) -> Path:
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return client_dir / STATE_DIR / f"{digest}.json"
+
+
+def _load_state(path: Path, client: Client, key: str) -> tuple[dict[str, Any], str | None]:
+    """The log's state (fresh when none); a damaged state file is set aside, with a reason."""
+    fresh = {"schema_version": STATE_VERSION, "client": client.name, "key": key, "generations": [], "sources": {}}
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return fresh, None
+    except OSError as exc:
+        raise LedgerError(f"cannot read the archive state {path}: {exc.strerror}",
+                          hint="check the permissions of the ledger home") from None
+    try:
+        raw = _pread_all(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
+    try:
+        state = json.loads(raw)
+        if state.get("schema_version") != STATE_VERSION or state.get("key") != key:
+            raise ValueError("not this log's state")
+        for g in state["generations"]:
+            g["archive"], g["size"], g["prefix_sha256"], g["tail_sha256"]  # noqa: B018 - shape check
+        dict(state["sources"])
+        return state, None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}")
+        os.replace(path, aside)
+        return fresh, f"its archive state was damaged ({type(exc).__name__}), set aside as {aside.name}"
+
+
+# ---------------------------------------------------------------- archiving
+
+@dataclass
+class Archiver:
+    """One import of one client into one home (hold `lock()` around it)."""
+
+    home: Path
+    client: Client
+    summary: ClientSummary
+    client_dir: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client_dir = self.home / "sources" / self.client.name
+
+    def run(self, found: list[Found], progress: Callable[[int, int], None] | None = None) -> None:
+        seen_keys: dict[str, str] = {}
+        for i, f in enumerate(found):
+            key = self.client.key(f.rel)
+            first = seen_keys.setdefault(key, f.path)
+            if first != f.path and self.client.key_by_name:
+                # Codex: the same rollout in sessions/ and archived_sessions/: sessions/ wins
+                self.summary.skipped.append(Problem(f.path, f"the same log is at {first} (that one is archived)"))
+                continue
+            self.summary.files += 1
+            try:
+                self._one(f, key)
+            except OSError as exc:
+                self.summary.skipped.append(Problem(f.path, f"unreadable ({exc.strerror or exc})"))
+            except LedgerError as exc:  # this log's archive is damaged: the others go on
+                self.summary.skipped.append(Problem(f.path, exc.message))
+            if progress is not None:
+                progress(i + 1, len(found))
+
+    def _one(self, f: Found, key: str) -> None:
+        state_path = _state_path(self.client_dir, key)
+        state, damaged = _load_state(state_path, self.client, key)
+        seen = state["sources"].get(f.path)
+        sig = {"size": f.st.st_size, "mtime_ns": f.st.st_mtime_ns, "inode": f.st.st_ino}
+        if seen is not None and all(seen.get(k) == v for k, v in sig.items()):
+            self.summary.unchanged += 1
+            self.summary.waiting += bool(seen.get("pending_bytes"))
+            return
+        try:
+            src = os.open(f.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            reason = "a symlink (not followed)" if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror})"
+            self.summary.skipped.append(Problem(f.path, reason))
+            return
+        try:
+            st = os.fstat(src)  # what was read is at least this: recorded as the log's signature
+            if not stat_mod.S_ISREG(st.st_mode):
+                self.summary.skipped.append(Problem(f.path, "not a regular file"))
+                return
+            sig = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+            head = _pread_all(src, min(PREFIX_BYTES, st.st_size), 0)
+            self.summary.read_bytes += len(head)
+            gens = state["generations"]
+            current = seen.get("generation") if seen else None
+            gen = self._matching(src, st.st_size, head, gens, current)
+            gap_reason = None
+            if gen is None and gens:
+                gap_reason = self._why_not(src, st.st_size, head, gens, current)
+            elif gen is None and damaged:
+                gap_reason = damaged
+            copied, pending = self._copy(src, f, gens, gen, head)
+            if copied and gen is None:
+                gen = gens[-1]
+                if gap_reason is not None:
+                    self.summary.generations += 1
+                    self.summary.gaps.append(Gap(f.path, gen["archive"], gen["generation"], gap_reason))
+                else:
+                    self.summary.new_files += 1
+            if pending:
+                self.summary.waiting += 1
+            state["sources"][f.path] = {**sig, "generation": gen["generation"] if gen else None,
+                                        "pending_bytes": pending, "root": f.root, "rel": f.rel}
+            _mkdirs(state_path.parent)
+            _write_atomic(state_path, json.dumps(state, indent=1).encode("ascii") + b"\n")
+        finally:
+            os.close(src)
+
+    def _matching(self, src: int, size: int, head: bytes, gens: list[dict[str, Any]],
+                  current: int | None) -> dict[str, Any] | None:
+        """The generation this log continues (the one it was last seen in first), or None."""
+        order = sorted(gens, key=lambda g: (g["generation"] != current, -g["generation"]))
+        for g in order:
+            if self._continues(src, size, head, g):
+                return g
+        return None
+
+    def _continues(self, src: int, size: int, head: bytes, g: dict[str, Any]) -> bool:
+        if size < g["size"] or _sha(head[:min(PREFIX_BYTES, g["size"])]) != g["prefix_sha256"]:
+            return False
+        n = min(TAIL_BYTES, g["size"])
+        if g["size"] <= PREFIX_BYTES:  # the tail lies in the head already read
+            return _sha(head[g["size"] - n:g["size"]]) == g["tail_sha256"]
+        tail = _pread_all(src, n, g["size"] - n)
+        self.summary.read_bytes += len(tail)
+        return _sha(tail) == g["tail_sha256"]
+
+    def _why_not(self, src: int, size: int, head: bytes, gens: list[dict[str, Any]], current: int | None) -> str:
+        g = next((g for g in gens if g["generation"] == current), gens[-1])
+        if size < g["size"]:
+            return f"shrank from {g['size']} to {size} bytes"
+        if _sha(head[:min(PREFIX_BYTES, g["size"])]) != g["prefix_sha256"]:
+            return "rewritten: its first bytes differ from the archive"
+        return "rewritten: the bytes before the archived end differ from the archive"
+
+    def _copy(self, src: int, f: Found, gens: list[dict[str, Any]], gen: dict[str, Any] | None,
+              head: bytes) -> tuple[int, int]:
+        """Append the complete lines after the generation's end (a new generation when `gen`
+        is None and there is a complete line); returns (bytes copied, bytes of a torn line)."""
+        dst = self._open_archive(gen) if gen is not None else None  # may adopt an interrupted append
+        offset = gen["size"] if gen is not None else 0
+        copied = 0
+        # the head was read already: the copy of a new log starts from it, not from the disk
+        pending = bytearray(head[offset:]) if offset < len(head) else bytearray()
+        pos = max(offset, len(head))
+        first = bool(pending)
+        try:
+            while True:
+                if first:
+                    first = False
+                else:
+                    chunk = os.pread(src, CHUNK, pos)
+                    if not chunk:
+                        break
+                    pos += len(chunk)
+                    self.summary.read_bytes += len(chunk)
+                    pending += chunk
+                cut = pending.rfind(b"\n") + 1
+                if not cut:
+                    continue
+                if dst is None:
+                    gen = self._new_generation(f, gens)
+                    dst = self._open_archive(gen)
+                _write_all(dst, memoryview(pending)[:cut])
+                copied += cut
+                del pending[:cut]
+            if copied:
+                os.fsync(dst)
+                grown_from = gen["size"]
+                gen["size"] += copied
+                _rehash(dst, gen, prefix=grown_from < PREFIX_BYTES)
+                self.summary.new_bytes += copied
+        finally:
+            if dst is not None:
+                os.close(dst)
+        return copied, len(pending)
+
+    def _new_generation(self, f: Found, gens: list[dict[str, Any]]) -> dict[str, Any]:
+        number = max((g["generation"] for g in gens), default=0) + 1
+        stem = f.rel[: -len(".jsonl")]
+        names = [f.rel] if number == 1 else []
+        names += [f"{stem}.gen{number}.jsonl"] + [f"{stem}.gen{number}.{i}.jsonl" for i in range(2, 1000)]
+        for rel in names:
+            target = self.client_dir / rel
+            _mkdirs(target.parent)
+            try:
+                # O_EXCL: an archive file is never reused; a name taken (by another log named
+                # like a generation) moves on to the next one
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+            except FileExistsError:
+                continue
+            os.fchmod(fd, FILE_MODE)
+            os.close(fd)
+            _fsync_dir(target.parent)
+            g = {"generation": number, "archive": rel, "size": 0, "prefix_sha256": _sha(b""),
+                 "tail_sha256": _sha(b""), "source": f.path,
+                 "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            gens.append(g)
+            return g
+        raise LedgerError(f"no free archive name for {f.path}", hint="run `ledger verify`")
+
+    def _open_archive(self, g: dict[str, Any]) -> int:
+        path = self.client_dir / g["archive"]
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        actual = os.fstat(fd).st_size
+        if actual > g["size"]:
+            # an import that died after appending and before its state was written: those
+            # bytes are this log's next lines (complete ones are kept, a torn write is cut)
+            extra = _pread_all(fd, actual - g["size"], g["size"])
+            keep = extra.rfind(b"\n") + 1
+            if keep < len(extra):
+                os.ftruncate(fd, g["size"] + keep)
+            g["size"] += keep
+            _rehash(fd, g)
+            self.summary.notes.append(f"{g['archive']}: kept {keep} bytes of an interrupted import")
+        elif actual < g["size"]:
+            os.close(fd)
+            raise LedgerError(f"the archive file {path} is shorter than recorded ({actual} < {g['size']} bytes)",
+                              hint="run `ledger verify`; the archive was changed outside ledger")
+        return fd
+
+
+def _rehash(fd: int, g: dict[str, Any], prefix: bool = True) -> None:
+    """The generation's check hashes, from the archive itself (what the next log must match)."""
+    if prefix:
+        g["prefix_sha256"] = _sha(_pread_all(fd, min(PREFIX_BYTES, g["size"]), 0))
+    t = min(TAIL_BYTES, g["size"])
+    g["tail_sha256"] = _sha(_pread_all(fd, t, g["size"] - t))
+
+
+# ---------------------------------------------------------------- entry points
+
+class _Lock:
+    """One importer per home at a time (two would append the same bytes twice)."""
+
+    def __init__(self, sources_dir: Path) -> None:
+        self.path = sources_dir / ".lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> "_Lock":
+        import fcntl
+
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock
+
+
+def prepare_home(home: Path) -> Path:
+    """The home's sources/ directory, creating the home (0700) when missing, like `ledger run`;
+    an existing directory that is not a ledger home is refused."""
+    from ledger.home import HOME_HINT, home_problem
+
+    why = home_problem(home)
+    if why not in (None, "missing"):
+        raise LedgerError(f"the ledger home {home} is {why}", hint=HOME_HINT)
+    sources = Path(home) / "sources"
+    _mkdirs(sources)
+    return sources
+
+
+def import_client(home: Path, client: Client, roots: list[Path],
+                  progress: Callable[[int, int], None] | None = None) -> ClientSummary:
+    """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs)."""
+    roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
+    summary = ClientSummary(client.name, roots=[str(r) for r in roots])
+    sources = prepare_home(home)
+    with _Lock(sources):
+        found: list[Found] = []
+        for root in roots:
+            found.extend(discover(client, root, summary))
+        # sessions/ before archived_sessions/ whatever the walk order: the first of a key wins
+        rank = {sub: i for i, sub in enumerate(client.subdirs)}
+        found.sort(key=lambda f: rank.get(f.rel.split("/", 1)[0], len(rank)))
+        Archiver(Path(home), client, summary).run(found, progress)
+    return summary
