@@ -21,7 +21,9 @@ Unreadable files, directories named like logs, FIFOs and symlinks (never followe
 and named; the import goes on.
 
 Not done here yet: zstandard compression of settled archive files; projecting the archive
-into the index (a `Source` in ledger/index/sources.py).
+into the index (a `Source` in ledger/index/sources.py); batched durability (each changed log
+costs two fsyncs, archive and state: ~11 s for 2,000 new logs on a 2-core test machine, ~3 s
+without them; one syncfs per batch would need the archive's own size to be the cursor's truth).
 """
 
 from __future__ import annotations
