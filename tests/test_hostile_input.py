@@ -42,6 +42,23 @@ def tree_state(root: Path) -> dict[str, tuple]:
     return out
 
 
+def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 120,
+            text: bool = True) -> subprocess.CompletedProcess:
+    """Run a command in its own process group; on a timeout the whole group is killed (an
+    indexer's worker processes included), so a stuck command fails the test, never hangs it."""
+    import signal
+
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env, text=text, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"{args} did not finish in {timeout} s: {err[-2000:]!r}") from None
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
 def no_traceback(res) -> None:
     assert "Traceback" not in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
@@ -211,8 +228,7 @@ def _unshare_ro(home: Path, *args: str) -> subprocess.CompletedProcess:
     script = (f'mount --bind "{home}" "{home}" && mount -o remount,bind,ro "{home}" && '
               f'exec "{sys.executable}" -m ledger "$@"')
     env = {k: v for k, v in os.environ.items() if k not in ("LEDGER_DB", "LEDGER_HOME")}
-    return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *args, "--home", str(home)],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return run_cli(["unshare", "-m", "sh", "-c", script, "sh", *args, "--home", str(home)], env=env)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root for a read-only mount")
@@ -342,8 +358,8 @@ def test_a_waiting_writer_says_what_it_waits_for(tmp_path, monkeypatch):
         "time.sleep(1.5)\n")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        res = subprocess.run([sys.executable, "-m", "ledger", "index", "--rebuild"], capture_output=True,
-                             text=True, timeout=60, env={**os.environ, "LEDGER_HOME": str(home)})
+        res = run_cli([sys.executable, "-m", "ledger", "index", "--rebuild"],
+                      env={**os.environ, "LEDGER_HOME": str(home)})
     finally:
         holder.wait(timeout=10)
     assert res.returncode == 0, res.stderr
@@ -416,7 +432,7 @@ def test_every_read_command_survives_hostile_records(tmp_path):
 
     before = records_state()
     for cmd in READ_COMMANDS + [("show", p.name) for p in runs.values()]:
-        res = subprocess.run([sys.executable, "-m", "ledger", *cmd], capture_output=True, env=env, timeout=120)
+        res = run_cli([sys.executable, "-m", "ledger", *cmd], env=env, text=False)
         out = res.stdout + res.stderr
         assert b"Traceback" not in out, (cmd, out.decode(errors="replace")[-3000:])
         assert res.returncode in (0, 1), (cmd, res.returncode, out[-2000:])
@@ -426,3 +442,38 @@ def test_every_read_command_survives_hostile_records(tmp_path):
         assert records_state() == before, f"{cmd} changed a record or something outside the home"
     # nothing ledger read was followed out of the home
     assert not any(p.startswith("outside/") and "index" in p for p in tree_state(tmp_path))
+
+
+@pytest.mark.postgres
+def test_a_select_only_postgres_user_reads_without_a_traceback(pg_url, tmp_path, monkeypatch):
+    """A team member given SELECT only: reads answer from the index as it is, `ledger index` is an Error."""
+    import uuid
+
+    import psycopg
+
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    make_run(home)
+    assert cli("report", "--home", str(home), "--db", pg_url).exit_code == 0  # the owner indexed it
+    role = f"ledger_ro_{uuid.uuid4().hex[:8]}"
+    admin_url = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin_url, autocommit=True) as con:
+        con.execute(f'CREATE ROLE "{role}" LOGIN')
+        con.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        con.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+    try:
+        ro_url = pg_url.replace("postgres@", f"{role}@", 1)
+        make_run(home)  # new since the owner's pass: this user cannot add it
+        for cmd in (("runs", "--json", "--all"), ("report", "--json")):
+            res = cli(*cmd, "--home", str(home), "--db", ro_url)
+            no_traceback(res)
+            assert res.exit_code == 0, (cmd, res.output)
+            assert "it may be stale" in res.stderr
+        assert len(orjson.loads(cli("runs", "--json", "--all", "--home", str(home), "--db", ro_url).stdout)) == 1
+        res = cli("index", "--home", str(home), "--db", ro_url)
+        no_traceback(res)
+        assert res.exit_code == 1 and res.stderr.startswith("Error: cannot update the index") and "Hint:" in res.stderr
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as con:
+            con.execute(f'DROP OWNED BY "{role}"')
+            con.execute(f'DROP ROLE "{role}"')

@@ -70,7 +70,7 @@ def read_only_failure(exc: BaseException) -> str | None:
     msg = str(getattr(exc, "orig", None) or exc)
     low = msg.lower()
     if any(s in low for s in ("readonly database", "read-only database", "unable to open database file",
-                              "read-only file system", "permission denied")):
+                              "read-only file system", "permission denied", "must be owner of")):
         return msg
     return None
 
@@ -111,7 +111,22 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
                    "it may be stale")
             summary = IndexSummary(homes=homes_abs)
     else:
-        summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns, full)
+        try:
+            summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns, full)
+        except IndexError_:
+            raise
+        except Exception as exc:  # noqa: BLE001 - only a missing privilege is answered here
+            why = read_only_failure(exc)
+            if why is None:
+                raise
+            why = why.strip().splitlines()[0]
+            if not stale_ok:
+                raise IndexError_(f"cannot update the index {dbmod.redact_url(url)}: {why}",
+                                  hint="index with the URL of the role that owns ledger's tables; readers may use "
+                                       "a read-only role (see docs/sql.md, `ledger sql --role`)") from None
+            notify(f"ledger: cannot update the index {dbmod.redact_url(url)} ({why}); answering from it as it is: "
+                   "it may be stale")
+            summary = IndexSummary(homes=homes_abs)
     summary.db = dbmod.redact_url(url)
     summary.seconds = time.perf_counter() - t0  # everything: checks, migrations, swap included
     return summary
