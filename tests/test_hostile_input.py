@@ -292,7 +292,8 @@ def damaged_pages(tmp_path, monkeypatch):
     return home, expected
 
 
-@pytest.mark.parametrize("cmd", [("runs", "--json", "--all"), ("report", "--json"), ("show", "SHOW")])
+@pytest.mark.parametrize("cmd", [("runs", "--json", "--all"), ("report", "--json"), ("show", "SHOW"),
+                                 ("sql", "SELECT count(*) AS n, sum(length(run_id)) FROM runs")])
 def test_damaged_pages_found_by_a_reader_are_rebuilt(damaged_pages, cmd):
     home, expected = damaged_pages
     first = orjson.loads(expected)[0]["id"]

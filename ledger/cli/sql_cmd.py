@@ -62,7 +62,19 @@ def sql(
         for p in summary.skipped:
             err(f"warning: skipped damaged record {p.path}: {p.reason}")
         querying = True
-        with sqlro.query(url, query, timeout=timeout or None, role=role or None) as (columns, rows):
+        import contextlib
+
+        from ledger.index.ops import read_repairing
+
+        stack = contextlib.ExitStack()
+
+        def start() -> Any:
+            # a damaged page met when the query starts (before any output) sets the index
+            # aside, rebuilds it and starts the query once more
+            return stack.enter_context(sqlro.query(url, query, timeout=timeout or None, role=role or None))
+
+        with stack:
+            columns, rows = read_repairing([home_path], url, start, err)
             if json_:
                 import orjson
 
