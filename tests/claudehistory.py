@@ -64,7 +64,7 @@ class TrueResponse:
 
 @dataclass
 class History:
-    root: Path
+    root: Path | None
     files: dict[str, bytes]                 # relative path -> bytes written
     responses: list[TrueResponse]
     charges: list[tuple[str, str, float | None]]  # (day, model, cost) from cost-state increments
@@ -121,7 +121,7 @@ class _File:
 
 
 class _Gen:
-    def __init__(self, root: Path, seed: int) -> None:
+    def __init__(self, root: Path | None, seed: int) -> None:
         self.root = root
         self.rng = random.Random(seed)
         self.files: list[_File] = []
@@ -342,9 +342,10 @@ class _Session:
         return {"2.1": "2.1.328", "2.0": "2.0.46", "none": "2.1.63"}[self.style]
 
 
-def generate(root: Path, sessions: int = 8, seed: int = 0) -> History:
-    """Write the history under `root` (a Claude config dir) and return it with its truth."""
-    g = _Gen(Path(root), seed)
+def generate(root: Path | None, sessions: int = 8, seed: int = 0) -> History:
+    """Write the history under `root` (a Claude config dir; None: keep it in memory only) and
+    return it with its truth."""
+    g = _Gen(Path(root) if root is not None else None, seed)
     projects = ["-home-dev-" + w for w in ("alpha", "beta-app", "gamma")]
     styles = ("2.1", "2.0", "none")
     for i in range(sessions):
@@ -359,6 +360,8 @@ def generate(root: Path, sessions: int = 8, seed: int = 0) -> History:
     for f in g.files:
         data = f.data()
         files[f.rel] = data
+        if g.root is None:
+            continue
         p = g.root / f.rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)

@@ -417,9 +417,10 @@ def _increments(levels: dict[str, Any]) -> list[tuple[str | None, float]]:
         reached.append((v, best))
     reached.reverse()
     out: list[tuple[str | None, float]] = []
-    prev = 0.0
+    prev: float | None = None
     for v, t in reached:
-        if v > prev:
-            out.append((t, v - prev))
+        if prev is None or v > prev:
+            # the first level is charged even at 0.0: a measured zero is not unknown
+            out.append((t, v - (prev or 0.0)))
         prev = v
     return out
