@@ -211,9 +211,11 @@ def test_resumed_session_replay_in_a_new_file_counts_once():
 def test_fork_copying_the_parent_cost_state_charges_it_once():
     parent = jl(asst("m1", "2026-01-10T10:00:00.000Z", ref="r1", session="P"),
                 cost_state("P", 0.5, {"claude-sonnet-4-5": (3, 0.5)}))
+    # the copy of the parent's cost-state comes after a later line: it is still the parent's
+    # level, charged at the time the parent reached it, whichever file is read first
     child = jl(dict(orjson.loads(parent.splitlines()[0]), sessionId="C"),
-               cost_state("P", 0.5, {"claude-sonnet-4-5": (3, 0.5)}),          # copied verbatim
                asst("m2", "2026-01-11T10:00:00.000Z", ref="r2", session="C"),
+               cost_state("P", 0.5, {"claude-sonnet-4-5": (3, 0.5)}),          # copied verbatim
                cost_state("C", 0.25, {"claude-sonnet-4-5": (3, 0.25)}))
     for order in (["p/P.jsonl", "p/C.jsonl"], ["p/C.jsonl", "p/P.jsonl"]):
         r = feed_all({"p/P.jsonl": parent, "p/C.jsonl": child}, order)
@@ -258,6 +260,15 @@ def test_request_key_separates_responses_sharing_a_message_id(field):
     lines[0][field], lines[1][field] = "k1", "k2"
     r = feed_all({"p/s.jsonl": jl(*lines)})
     assert sorted((x.request_key, x.counters["output_tokens"]) for x in r.responses()) == [("k1", 5), ("k2", 6)]
+
+
+def test_cache_write_split_only_when_it_accounts_for_every_write():
+    ok = asst("m1", "2026-01-10T10:00:00.000Z", write=30, split=(20, 10), ref="a")
+    partial = asst("m2", "2026-01-10T10:00:00.000Z", write=30, split=(20, 0), ref="b")
+    got = {x.message_id: x.counters for x in feed_all({"p/s.jsonl": jl(ok, partial)}).responses()}
+    assert (got["m1"]["cache_write_5m_tokens"], got["m1"]["cache_write_1h_tokens"]) == (20, 10)
+    assert (got["m2"]["cache_write_5m_tokens"], got["m2"]["cache_write_1h_tokens"]) == (None, None)
+    assert got["m2"]["cache_write_tokens"] == 30
 
 
 def test_lines_without_request_key_dedupe_on_message_id():
@@ -362,3 +373,19 @@ def test_state_is_json_and_bounded_by_distinct_responses():
     with pytest.raises(ValueError):
         ClaudeUsage(s).feed("p/s.jsonl", b"", 0)  # a caller that lost its offset is told
 
+
+
+def test_gen_script_writes_a_config_dir_and_its_truth(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    out = tmp_path / "claude"
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_claude_history.py"), "--sessions", "5",
+                          "--seed", "2", "--out", str(out)], capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    truth = orjson.loads(res.stdout)
+    files = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*.jsonl")}
+    assert all(f.startswith("projects/") for f in files) and truth["files"] == len(files)
+    got = feed_all(files).totals()
+    assert [{"day": d, "model": m, **v} for (d, m), v in sorted(got.items())] == truth["daily_by_model"]
