@@ -41,8 +41,7 @@ def make_run(home: Path, *, model: str = "claude-sonnet-4-5", subjects=("task:A"
     cap.emit("conversation", event={"type": "item_completed", "turn_id": "t1", "item": {"text": "done", "phase": "final_answer"}})
     cap.emit("conversation", event={"type": "turn_completed", "turn_id": "t1", "status": "completed"})
     if outcome is None:
-        cap.events.close()
-        cap._finalizer.detach()  # leave it unsettled (its launcher, this process, is alive)
+        cap.detach()  # leave it unsettled (its launcher, this process, is alive)
     else:
         cap.settle(outcome)
     return Path(cap.path)

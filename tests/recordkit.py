@@ -121,11 +121,13 @@ def write_file(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def make_run(home: Path, run_id: str | None = None, *, events: Iterable[dict[str, Any] | bytes] | bytes | None = (),
+def write_record(home: Path, run_id: str | None = None, *, events: Iterable[dict[str, Any] | bytes] | bytes | None = (),
              term: dict[str, Any] | bytes | None = None, context: dict[str, Any] | bytes | None = None,
              context_ref: dict[str, Any] | None = None, manifest_bytes: bytes | None = None,
              **manifest_over: Any) -> Path:
-    """Write one record directly. `events=None` writes no events.jsonl; bytes are written raw.
+    """Write one record byte by byte, without ledger's writer (for damaged and foreign records;
+    tests/indexhelpers.make_run records a run with the real writer). `events=None` writes no
+    events.jsonl; bytes are written raw.
 
     With `context`, context.json is written and the manifest binds its exact sha256 + size
     (unless `context_ref` overrides the binding).

@@ -49,8 +49,7 @@ def make(home: Path, created_at: str, streams: Sequence[dict[str, Any]] = (), *,
             st.observe(half)  # a provisional observation first, like a real stream
         st.observe(counters, final_receipt=s.get("final", False))
     if outcome is None:
-        cap.events.close()
-        cap._finalizer.detach()  # leave it unsettled
+        cap.detach()  # leave it unsettled
     else:
         cap.settle(outcome, ended_at=ended_at)
     return Path(cap.path)

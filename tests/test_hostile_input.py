@@ -377,33 +377,33 @@ def hostile_home(home: Path, outside: Path) -> dict[str, Path]:
 
     runs: dict[str, Path] = {}
     good = rk.golden_events()
-    runs["fine"] = rk.make_run(home, events=good, term=rk.terminal())
-    runs["garbage_manifest"] = rk.make_run(home, events=good, term=rk.terminal(), manifest_bytes=b"\x00\xff garbage")
-    runs["array_manifest"] = rk.make_run(home, events=good, manifest_bytes=b"[1, 2, 3]")
-    runs["deep_manifest"] = rk.make_run(home, events=good, manifest_bytes=b"[" * 100_000 + b"]" * 100_000)
-    runs["wrong_id"] = rk.make_run(home, events=good, run_id=rk.new_id(), manifest_bytes=rk.pretty(rk.manifest(rk.new_id())))
-    runs["bad_utf8"] = rk.make_run(home, events=rk.events_bytes(good[:3]) + b'{"x": "\xff\xfe"}\n')
-    runs["nul_bytes"] = rk.make_run(home, events=b"\x00" * 4096 + b"\n")
-    runs["huge_numbers"] = rk.make_run(home, events=[
+    runs["fine"] = rk.write_record(home, events=good, term=rk.terminal())
+    runs["garbage_manifest"] = rk.write_record(home, events=good, term=rk.terminal(), manifest_bytes=b"\x00\xff garbage")
+    runs["array_manifest"] = rk.write_record(home, events=good, manifest_bytes=b"[1, 2, 3]")
+    runs["deep_manifest"] = rk.write_record(home, events=good, manifest_bytes=b"[" * 100_000 + b"]" * 100_000)
+    runs["wrong_id"] = rk.write_record(home, events=good, run_id=rk.new_id(), manifest_bytes=rk.pretty(rk.manifest(rk.new_id())))
+    runs["bad_utf8"] = rk.write_record(home, events=rk.events_bytes(good[:3]) + b'{"x": "\xff\xfe"}\n')
+    runs["nul_bytes"] = rk.write_record(home, events=b"\x00" * 4096 + b"\n")
+    runs["huge_numbers"] = rk.write_record(home, events=[
         rk.usage(0, "a/t/m", 1, {"input_tokens": 2 ** 70, "output_tokens": -5, "cost_usd": 1e308}),
         rk.usage(1, "a/t/m", 2, {"input_tokens": 2 ** 70, "output_tokens": 10 ** 30, "cost_usd": 1e308}, final=True)],
         term=rk.terminal())
-    runs["nan_cost"] = rk.make_run(home, events=rk.events_bytes(good[:1]) + (
+    runs["nan_cost"] = rk.write_record(home, events=rk.events_bytes(good[:1]) + (
         b'{"schema_version":1,"seq":1,"observed_at":"2026-03-08T06:30:01Z","type":"usage","usage_stream_id":"a",'
         b'"provider":"p","model":"m","attempt_key":"attempt-1","turn_key":"t","observation_seq":1,'
         b'"counter_kind":"cumulative","start_known":true,"final_receipt":true,"usage":{"cost_usd":NaN}}\n'))
-    runs["control_text"] = rk.make_run(home, events=good, term=rk.terminal(),
+    runs["control_text"] = rk.write_record(home, events=good, term=rk.terminal(),
                                        cwd="/tmp/\x1b]8;;https://evil.example\x07x\x1b]8;;\x07",
                                        subjects=[{"selector": "task:[/]:x:\x1b[31m", "source": "declared"}],
                                        model="[bold red]m[/]")
-    runs["bad_outcome"] = rk.make_run(home, events=good, term=b'{"schema_version":1,"outcome":"\xf0\x9f\x99\x82"}')
-    runs["term_is_dir"] = rk.make_run(home, events=good)
+    runs["bad_outcome"] = rk.write_record(home, events=good, term=b'{"schema_version":1,"outcome":"\xf0\x9f\x99\x82"}')
+    runs["term_is_dir"] = rk.write_record(home, events=good)
     (runs["term_is_dir"] / "terminal.json").mkdir()
-    runs["events_is_dir"] = rk.make_run(home, events=None)
+    runs["events_is_dir"] = rk.write_record(home, events=None)
     (runs["events_is_dir"] / "events.jsonl").mkdir()
-    runs["events_fifo"] = rk.make_run(home, events=None)
+    runs["events_fifo"] = rk.write_record(home, events=None)
     os.mkfifo(runs["events_fifo"] / "events.jsonl")  # reading it would block forever
-    runs["manifest_link"] = rk.make_run(home, events=good)
+    runs["manifest_link"] = rk.write_record(home, events=good)
     (runs["manifest_link"] / "manifest.json").unlink()
     os.symlink("/etc/passwd", runs["manifest_link"] / "manifest.json")
     outside_run = outside / "run_0123456789abcdef0123456789abcdef"

@@ -167,7 +167,7 @@ def test_indexer_killed_mid_build_leaves_nothing_behind(home):
     import recordkit as rk
 
     for _ in range(1500):  # a build long enough to be caught in the middle
-        rk.make_run(home, events=rk.golden_events(), term=rk.terminal())
+        rk.write_record(home, events=rk.golden_events(), term=rk.terminal())
 
     def leftovers():
         return sorted(n for n in os.listdir(home) if ".rebuild-" in n or n.startswith(".ledger-index-parts-"))

@@ -47,7 +47,7 @@ def hostile(home, monkeypatch):
         rk.envelope(11, "conversation", event={"type": "turn_completed", "turn_id": "t1", "status": "completed"}),
         rk.usage(12, "attempt-3/turn-2/m", 1, {"input_tokens": 1, "output_tokens": 1}, model="model" + HOSTILE),
     ]
-    d = rk.make_run(home, events=events, term=rk.terminal(), model="model" + HOSTILE, cwd="/cwd" + HOSTILE,
+    d = rk.write_record(home, events=events, term=rk.terminal(), model="model" + HOSTILE, cwd="/cwd" + HOSTILE,
                     host="host" + HOSTILE, subjects=[{"selector": "task:" + HOSTILE, "source": "declared"}])
     return d.name
 

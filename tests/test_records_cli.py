@@ -55,8 +55,8 @@ def test_runs_json_all_on_an_empty_home_prints_an_empty_array(home):
 def test_runs_json_lists_every_run_with_its_snapshot(home):
     a = golden_capture(home)
     b = golden_capture(home, subject="task:LOO-266")
-    hand = rk.make_run(home, events=rk.golden_events(), term=rk.terminal("failed"))
-    bad = rk.make_run(home, events=b"{broken\n")
+    hand = rk.write_record(home, events=rk.golden_events(), term=rk.terminal("failed"))
+    bad = rk.write_record(home, events=b"{broken\n")
     res = invoke("runs", "--json", "--all", "--home", str(home))
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
@@ -82,8 +82,8 @@ def test_runs_json_lists_every_run_with_its_snapshot(home):
 
 def test_runs_without_all_hides_old_settled_runs_but_never_unterminated_ones(home):
     recent = golden_capture(home)
-    old_settled = rk.make_run(home, created_at="2020-01-01T00:00:00Z", term=rk.terminal())
-    old_open = rk.make_run(home, created_at="2020-01-02T00:00:00Z")
+    old_settled = rk.write_record(home, created_at="2020-01-01T00:00:00Z", term=rk.terminal())
+    old_open = rk.write_record(home, created_at="2020-01-02T00:00:00Z")
     res = invoke("runs", "--json", "--home", str(home))
     assert res.exit_code == 0, res.output
     ids = [r["id"] for r in json.loads(res.stdout)]
@@ -120,8 +120,8 @@ def test_show_unknown_run_exits_1_with_error_and_hint(home):
 
 
 def test_show_ambiguous_and_empty_selectors_exit_1(home):
-    rk.make_run(home, "run_abcd" + "0" * 28)
-    rk.make_run(home, "run_abce" + "0" * 28)
+    rk.write_record(home, "run_abcd" + "0" * 28)
+    rk.write_record(home, "run_abce" + "0" * 28)
     res = invoke("show", "abc", "--home", str(home))
     assert res.exit_code == 1 and "Error: Run prefix abc is ambiguous" in res.stderr and "Hint:" in res.stderr
     res = invoke("show", "  ", "--home", str(home))

@@ -110,7 +110,7 @@ def assert_matches(usage, exp):
 def test_random_valid_streams_reduce_to_max_per_stream_sum_across(plan, holes):
     streams, order = plan
     with tempfile.TemporaryDirectory() as tmp:
-        d = rk.make_run(Path(tmp), events=events_for(streams, order, holes), term=rk.terminal())
+        d = rk.write_record(Path(tmp), events=events_for(streams, order, holes), term=rk.terminal())
         snap = read_run(d)
     assert snap.evidence_gaps == 0
     assert_matches(snap.usage, expected_totals(streams))
@@ -121,7 +121,7 @@ def test_random_valid_streams_reduce_to_max_per_stream_sum_across(plan, holes):
 def test_incremental_fold_equals_a_full_read(plan, cuts):
     streams, order = plan
     with tempfile.TemporaryDirectory() as tmp:
-        d = rk.make_run(Path(tmp), events=[])
+        d = rk.write_record(Path(tmp), events=[])
         data = rk.events_bytes(events_for(streams, order, [0]))
         path = str(d / "events.jsonl")
         state, off = new_state(), 0
@@ -206,7 +206,7 @@ def template_home() -> Path:
     if "home" not in _TEMPLATE:
         home = Path(tempfile.mkdtemp(prefix="ledger-template-"))
         for i in range(3):
-            d = rk.make_run(home, events=rk.golden_events(), term=rk.terminal(), context=rk.context_doc(task=f"t{i}"))
+            d = rk.write_record(home, events=rk.golden_events(), term=rk.terminal(), context=rk.context_doc(task=f"t{i}"))
             (d / "provider-session.json").write_bytes(rk.pretty(
                 {"schema_version": 1, "provider_session_id": f"s{i}", "account_id": None}))
         _TEMPLATE["home"] = home
@@ -274,7 +274,7 @@ def test_random_damage_never_crashes_scan(ops):
 @given(lines=st.lists(junk_line, max_size=12))
 def test_random_event_lines_fold_or_raise_record_error(lines):
     with tempfile.TemporaryDirectory() as tmp:
-        d = rk.make_run(Path(tmp), events=b"".join(line + b"\n" for line in lines))
+        d = rk.write_record(Path(tmp), events=b"".join(line + b"\n" for line in lines))
         try:
             snap = read_run(d)
         except RecordError as exc:

@@ -30,10 +30,10 @@ def scan_split(home):
 # --- one broken record never hides the others -----------------------------------------
 
 def test_malformed_complete_line_skips_only_that_record(home):
-    good1 = rk.make_run(home, events=rk.golden_events(), term=rk.terminal())
+    good1 = rk.write_record(home, events=rk.golden_events(), term=rk.terminal())
     bad_events = rk.events_bytes(rk.golden_events()[:4]) + b"{oops}\n" + rk.events_bytes(rk.golden_events()[4:])
-    bad = rk.make_run(home, events=bad_events)
-    good2 = rk.make_run(home, events=[])
+    bad = rk.write_record(home, events=bad_events)
+    good2 = rk.write_record(home, events=[])
     snaps, problems = scan_split(home)
     assert sorted(s.id for s in snaps) == sorted([good1.name, good2.name])
     assert len(problems) == 1
@@ -44,8 +44,8 @@ def test_malformed_complete_line_skips_only_that_record(home):
 
 def test_unsupported_manifest_schema_names_the_version(home):
     rid = rk.new_id()
-    d = rk.make_run(home, rid, schema_version=2)
-    ok = rk.make_run(home)
+    d = rk.write_record(home, rid, schema_version=2)
+    ok = rk.write_record(home)
     snaps, problems = scan_split(home)
     assert [s.id for s in snaps] == [ok.name]
     assert problems[0].path == str(d / "manifest.json")
@@ -57,7 +57,7 @@ def test_unsupported_manifest_schema_names_the_version(home):
 
 
 def test_identity_mismatch_run_id_differs_from_directory(home):
-    d = rk.make_run(home, rk.new_id())
+    d = rk.write_record(home, rk.new_id())
     m = json.loads((d / "manifest.json").read_bytes())
     other = rk.new_id()
     m["run_id"] = other[:4] + d.name[4:6] + other[6:]  # same shard, different id
@@ -67,7 +67,7 @@ def test_identity_mismatch_run_id_differs_from_directory(home):
 
 
 def test_identity_mismatch_wrong_shard_directory(home):
-    d = rk.make_run(home, "run_ab" + "0" * 30)
+    d = rk.write_record(home, "run_ab" + "0" * 30)
     wrong = home / "runs" / "cd"
     wrong.mkdir(mode=0o700)
     shutil.move(str(d), str(wrong / d.name))
@@ -93,7 +93,7 @@ def test_identity_mismatch_invalid_run_id_in_manifest(home):
 def test_damaged_manifest_is_a_scan_problem_with_a_reason(home, damage):
     rid = rk.new_id()
     m = rk.manifest(rid)
-    d = rk.make_run(home, rid)
+    d = rk.write_record(home, rid)
     mp = d / "manifest.json"
     if damage == "missing":
         mp.unlink()
@@ -125,14 +125,14 @@ def test_damaged_manifest_is_a_scan_problem_with_a_reason(home, damage):
         elif damage == "schema-true":
             m["schema_version"] = True
         mp.write_bytes(rk.pretty(m))
-    ok = rk.make_run(home)
+    ok = rk.write_record(home)
     snaps, problems = scan_split(home)
     assert [s.id for s in snaps] == [ok.name]
     assert len(problems) == 1 and problems[0].reason and problems[0].path.startswith(str(d))
 
 
 def test_scan_skips_staging_and_non_directories(home):
-    ok = rk.make_run(home)
+    ok = rk.write_record(home)
     shard = ok.parent
     (shard / (".%s.staging" % rk.new_id())).mkdir()
     (shard / "run_stray_file").write_text("x")
@@ -150,21 +150,21 @@ def test_scan_of_missing_or_odd_home_yields_nothing(tmp_path):
 
 
 def test_events_fifo_is_a_problem_not_a_hang(home):
-    d = rk.make_run(home, events=None)
+    d = rk.write_record(home, events=None)
     os.mkfifo(d / "events.jsonl")
     _, problems = scan_split(home)
     assert len(problems) == 1 and "events.jsonl" in problems[0].path
 
 
 def test_terminal_that_is_not_a_regular_file_is_a_gap(home):
-    d = rk.make_run(home, events=[])
+    d = rk.write_record(home, events=[])
     os.mkfifo(d / "terminal.json")
     snap = read_run(d)
     assert snap.evidence_gaps == 1 and snap.outcome is None
 
 
 def test_events_jsonl_directory_reads_as_no_events(home):
-    d = rk.make_run(home, events=None)
+    d = rk.write_record(home, events=None)
     (d / "events.jsonl").mkdir()
     snap = read_run(d)
     assert snap.usage.streams == 0 and snap.evidence_gaps == 0
@@ -257,7 +257,7 @@ def test_handbuilt_loopflow_record_reads_back(home):
 
 
 def test_provider_session_file_wins_over_events(home):
-    d = rk.make_run(home, events=[rk.envelope(0, "provider_session_observed", attempt_key="a",
+    d = rk.write_record(home, events=[rk.envelope(0, "provider_session_observed", attempt_key="a",
                                               provider_session_id="from-events")])
     assert read_run(d).provider_session_id == "from-events"
     (d / "provider-session.json").write_bytes(rk.pretty(
@@ -272,7 +272,7 @@ def test_final_answer_rules(home):
         conv(0, type="text_delta", turn_id="a", delta="stream"), conv(1, type="text_delta", turn_id="a", delta="ed"),
         conv(2, type="turn_completed", turn_id="a", status="completed"),
     ]
-    snap = read_run(rk.make_run(home, events=evs))
+    snap = read_run(rk.write_record(home, events=evs))
     assert snap.final_answer == "streamed"  # deltas only (inexact)
     evs += [
         conv(3, type="item_completed", turn_id="b", item={"type": "message", "text": "plain"}),
@@ -282,14 +282,14 @@ def test_final_answer_rules(home):
         conv(7, type="item_completed", turn_id="c", item={"type": "message", "text": "failed turn"}),
         conv(8, type="turn_completed", turn_id="c", status="failed"),
     ]
-    snap = read_run(rk.make_run(home, events=evs))
+    snap = read_run(rk.write_record(home, events=evs))
     assert snap.final_answer == "FINAL"  # final_answer phase wins; a failed later turn does not count
 
 
 # --- forward compatibility ---------------------------------------------------------------
 
 def test_unknown_manifest_and_event_fields_are_ignored(home):
-    plain = read_run(rk.make_run(home, events=rk.golden_events(), term=rk.terminal()))
+    plain = read_run(rk.write_record(home, events=rk.golden_events(), term=rk.terminal()))
     evs = []
     for ev in rk.golden_events():
         ev = {**ev, "future_envelope_field": {"x": [1, 2]}, "trace_id": "abc"}
@@ -299,7 +299,7 @@ def test_unknown_manifest_and_event_fields_are_ignored(home):
         evs.append(ev)
     rid = rk.new_id()
     term = {**rk.terminal(), "future": True}
-    d = rk.make_run(home, rid, events=evs, term=term, flow={"kind": "step", "step": {}},
+    d = rk.write_record(home, rid, events=evs, term=term, flow={"kind": "step", "step": {}},
                     future_manifest_field=[1, 2, 3], launcher_v2={"pid": 1})
     snap = read_run(d)
     assert snap.usage == plain.usage and snap.evidence_gaps == 0
@@ -310,7 +310,7 @@ def test_missing_optional_manifest_fields_read_as_null(home):
     rid = rk.new_id()
     m = {"schema_version": 1, "run_id": rid, "created_at": "2026-03-08T06:30:00Z", "harness": "command",
          "surface": "headless", "cwd": "/", "host": "h", "subjects": []}
-    d = rk.make_run(home, rid, manifest_bytes=rk.pretty(m))
+    d = rk.write_record(home, rid, manifest_bytes=rk.pretty(m))
     snap = read_run(d)
     assert (snap.model, snap.repo, snap.worktree, snap.skill, snap.parent_run_id) == (None,) * 5
     assert snap.subjects == []
@@ -333,7 +333,7 @@ def test_liveness_own_live_pid_is_running(home):
 def test_liveness_dead_launcher_pid_is_abandoned(home):
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    d = rk.make_run(home)
+    d = rk.write_record(home)
     _write_launcher(d, pid=p.pid, start_ticks=None)
     assert read_run(d).state == "abandoned"
 
@@ -360,13 +360,13 @@ def test_liveness_sigkilled_launcher_is_abandoned(home):
 
 
 def test_liveness_reused_pid_is_abandoned(home):
-    d = rk.make_run(home)
+    d = rk.write_record(home)
     _write_launcher(d, pid=os.getpid(), start_ticks=process_start_ticks(os.getpid()) + 1)
     assert read_run(d).state == "abandoned"
 
 
 def test_liveness_other_boot_is_abandoned(home):
-    d = rk.make_run(home)
+    d = rk.write_record(home)
     _write_launcher(d, pid=os.getpid(), start_ticks=process_start_ticks(os.getpid()))
     assert read_run(d).state == "running"
     m = json.loads((d / "manifest.json").read_bytes())
@@ -376,7 +376,7 @@ def test_liveness_other_boot_is_abandoned(home):
 
 
 def test_liveness_another_host_is_unknown(home):
-    d = rk.make_run(home)
+    d = rk.write_record(home)
     _write_launcher(d, pid=os.getpid(), start_ticks=None)
     m = json.loads((d / "manifest.json").read_bytes())
     m["host"] = "some-other-host.example"
@@ -386,7 +386,7 @@ def test_liveness_another_host_is_unknown(home):
 
 @pytest.mark.parametrize("launcher", [None, {}, {"pid": "12"}, {"pid": True}, {"pid": -5}])
 def test_liveness_without_a_usable_launcher_is_unknown(home, launcher):
-    d = rk.make_run(home)
+    d = rk.write_record(home)
     m = json.loads((d / "manifest.json").read_bytes())
     m.update(host=hostname(), boot_id=boot_id(), launcher=launcher)
     (d / "manifest.json").write_bytes(rk.pretty(m))
@@ -394,7 +394,7 @@ def test_liveness_without_a_usable_launcher_is_unknown(home, launcher):
 
 
 def test_liveness_settled_run_is_settled(home):
-    d = rk.make_run(home, term=rk.terminal("failed"))
+    d = rk.write_record(home, term=rk.terminal("failed"))
     snap = read_run(d)
     assert snap.state == "settled" and snap.outcome == "failed"
 
@@ -407,11 +407,11 @@ def test_start_ticks_of_this_process_are_known():
 def test_small_record_files_past_one_read_or_not_regular(home):
     """Manifest / receipt / provider session are read in one go when small; bigger ones are
     read on, and a device in their place is refused, never read forever."""
-    big = rk.make_run(home, launch={"argv": ["x" * 200_000]}, term=rk.terminal())  # manifest > 64 KiB
+    big = rk.write_record(home, launch={"argv": ["x" * 200_000]}, term=rk.terminal())  # manifest > 64 KiB
     assert (big / "manifest.json").stat().st_size > 200_000
     snap = read_run(big)
     assert snap.id == big.name and snap.outcome == "completed"
-    dev = rk.make_run(home, events=[])
+    dev = rk.write_record(home, events=[])
     (dev / "terminal.json").symlink_to("/dev/zero")
     assert read_run(dev).evidence_gaps == 1  # an unreadable receipt: one gap
     (dev / "manifest.json").unlink()

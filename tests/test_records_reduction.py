@@ -23,7 +23,7 @@ S2 = "attempt-2/turn-1/claude-sonnet-4-5"
 
 
 def snap_of(home, events, **kw):
-    return read_run(rk.make_run(home, events=events, **kw))
+    return read_run(rk.write_record(home, events=events, **kw))
 
 
 def golden_with(*extra):
@@ -133,7 +133,7 @@ def test_gap_tampered_context_is_exactly_one_gap(home):
 
 
 def test_gap_context_ref_but_context_file_missing(home):
-    d = rk.make_run(home, events=rk.golden_events(), context=rk.context_doc())
+    d = rk.write_record(home, events=rk.golden_events(), context=rk.context_doc())
     (d / "context.json").unlink()
     assert read_run(d).evidence_gaps == 1
 
@@ -354,7 +354,7 @@ def test_gaps_add_up_across_rules(home):
 def test_malformed_complete_line_makes_the_record_unreadable_naming_the_line(home):
     evs = rk.events_bytes(rk.golden_events()[:2]) + b'{"schema_version":1,"seq":2,\n' + \
         rk.events_bytes(rk.golden_events()[2:])
-    d = rk.make_run(home, events=evs)
+    d = rk.write_record(home, events=evs)
     with pytest.raises(RecordError) as info:
         read_run(d)
     assert info.value.path == str(d / "events.jsonl")
@@ -363,7 +363,7 @@ def test_malformed_complete_line_makes_the_record_unreadable_naming_the_line(hom
 
 @pytest.mark.parametrize("line", [b"[1, 2]", b"42", b"NaN", b'{"a": Infinity}', b"\xff\xfe{}", b'"text"'])
 def test_non_object_or_invalid_json_lines_are_malformed(home, line):
-    d = rk.make_run(home, events=rk.events_bytes(rk.golden_events()) + line + b"\n")
+    d = rk.write_record(home, events=rk.events_bytes(rk.golden_events()) + line + b"\n")
     with pytest.raises(RecordError) as info:
         read_run(d)
     assert "line 10" in info.value.reason
@@ -414,7 +414,7 @@ def test_envelope_with_ill_typed_schema_or_seq_is_a_gap_not_a_crash(home, field,
 
 def test_fold_resumes_from_offset_exactly_like_a_full_read(home):
     evs = rk.golden_events()
-    d = rk.make_run(home, events=evs[:4])
+    d = rk.write_record(home, events=evs[:4])
     path = str(d / "events.jsonl")
     state = new_state()
     off, torn = fold_file(path, state)
@@ -438,7 +438,7 @@ def test_fold_resumes_from_offset_exactly_like_a_full_read(home):
 def test_fold_file_honours_a_size_bound(home):
     evs = rk.golden_events()
     first = rk.events_bytes(evs[:3])
-    d = rk.make_run(home, events=first + rk.events_bytes(evs[3:]))
+    d = rk.write_record(home, events=first + rk.events_bytes(evs[3:]))
     state = new_state()
     off, torn = fold_file(str(d / "events.jsonl"), state, size=len(first))
     assert off == len(first) and not torn

@@ -42,7 +42,7 @@ def _id(shard: str) -> str:
 def _run(home: Path, shard: str, **kw) -> Path:
     """A settled Loopflow-style record (golden events: one final receipt of $0.25) in `shard`."""
     kw.setdefault("term", rk.terminal())
-    return rk.make_run(home, _id(shard), events=rk.golden_events(), **kw)
+    return rk.write_record(home, _id(shard), events=rk.golden_events(), **kw)
 
 
 def _age(home: Path, seconds: float = 3600) -> None:

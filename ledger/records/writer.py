@@ -405,6 +405,13 @@ class RunCapture:
         self._finalizer.detach()
         return written
 
+    def detach(self) -> None:
+        """Stop recording without settling: the event log is flushed and closed and the run is
+        left unsettled, as when the launcher hands the run on or dies. It reads as `running`
+        while this process lives and as `abandoned` once it is gone (DESIGN §2, settlement)."""
+        self.events.close()
+        self._finalizer.detach()
+
     def __enter__(self) -> "RunCapture":
         return self
 
