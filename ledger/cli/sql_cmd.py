@@ -38,7 +38,7 @@ def sql(
 ) -> None:
     """Run a read-only SQL query against the index (updated from the records first).
 
-    Views: runs_v, usage_streams_v, subjects_v, attempts_v, tool_uses_v (see docs/sql.md).
+    Views: {views} (see docs/sql.md).
     Any write is refused and changes nothing. Ctrl-C stops a running query (exit 130).
     """
     import os
@@ -131,3 +131,8 @@ def _csv(v):
     if hasattr(v, "isoformat"):
         return v.isoformat()
     return v
+
+
+from ledger.index.viewnames import DOCUMENTED_VIEWS as _VIEWS  # noqa: E402 - the one list, no SQLAlchemy
+
+sql.__doc__ = (sql.__doc__ or "").replace("{views}", ", ".join(_VIEWS))

@@ -37,7 +37,9 @@ from typing import Any, Iterator
 from ledger.errors import LedgerError
 from ledger.index import db as dbmod
 
-HINT_VIEWS = "the documented views (runs_v, usage_streams_v, subjects_v, attempts_v, tool_uses_v) are described in docs/sql.md"
+from ledger.index.viewnames import DOCUMENTED_VIEWS  # noqa: E402
+
+HINT_VIEWS = f"the documented views ({', '.join(DOCUMENTED_VIEWS)}) are described in docs/sql.md"
 
 
 DEFAULT_TIMEOUT = 300.0  # seconds; `--timeout 0` lifts the limit
