@@ -79,33 +79,50 @@ class ReportQuery:
 # --------------------------------------------------------------------------------------
 # accumulators (every field merges by +, min or max)
 
-# run-level positions in Agg.v (COST: sum of fully known costs, COST_N: how many;
-# PART: sum of the known parts of the costs that are not fully known)
-RUNS, IN, OUT, CR, CW, RS, COST, COST_N, BMIN, BMAX, FAILED, INTR, ABAND, UNVER, GAPS, NO_USAGE, PART = range(17)
-N_RUN = 17
+# The vectors a group accumulates: (field, how two groups merge), in the order the SQL
+# selects them (see _run_vector / _model_vector). Positions are derived from these lists.
+# cost: sum of fully known costs, cost_n: how many; cost_partial: sum of the known parts of
+# the costs that are not fully known; basis_min/max: the cost basis codes seen.
+RUN_VECTOR = (("runs", "sum"), ("input_tokens", "sum"), ("output_tokens", "sum"), ("cache_read_tokens", "sum"),
+              ("cache_write_tokens", "sum"), ("reasoning_tokens", "sum"), ("cost", "sum"), ("cost_n", "sum"),
+              ("basis_min", "min"), ("basis_max", "max"), ("failed", "sum"), ("interrupted", "sum"),
+              ("abandoned", "sum"), ("unverified", "sum"), ("evidence_gaps", "sum"), ("no_usage", "sum"),
+              ("cost_partial", "sum"))
+MODEL_VECTOR = (("rows", "sum"), ("input_tokens", "sum"), ("output_tokens", "sum"), ("cache_read_tokens", "sum"),
+                ("cache_write_tokens", "sum"), ("reasoning_tokens", "sum"), ("cost", "sum"), ("cost_n", "sum"),
+                ("basis_min", "min"), ("basis_max", "max"), ("cost_partial", "sum"))
+_RUN_POS = {name: i for i, (name, _) in enumerate(RUN_VECTOR)}
+_MODEL_POS = {name: i for i, (name, _) in enumerate(MODEL_VECTOR)}
+_RUN_OPS = tuple(op for _, op in RUN_VECTOR)
+_MODEL_OPS = tuple(op for _, op in MODEL_VECTOR)
+N_RUN, N_MODEL = len(RUN_VECTOR), len(MODEL_VECTOR)
+# run-level positions in Agg.v
+(RUNS, IN, OUT, CR, CW, RS, COST, COST_N, BMIN, BMAX, FAILED, INTR, ABAND, UNVER, GAPS, NO_USAGE, PART) = (
+    _RUN_POS[n] for n in ("runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                          "reasoning_tokens", "cost", "cost_n", "basis_min", "basis_max", "failed", "interrupted",
+                          "abandoned", "unverified", "evidence_gaps", "no_usage", "cost_partial"))
 # per-model positions in Agg.models[model]
-M_ROWS, M_IN, M_OUT, M_CR, M_CW, M_RS, M_COST, M_COST_N, M_BMIN, M_BMAX, M_PART = range(11)
-N_MODEL = 11
-assert (BMIN, BMAX) == (M_BMIN, M_BMAX) == (8, 9)
+(M_ROWS, M_IN, M_OUT, M_CR, M_CW, M_RS, M_COST, M_COST_N, M_BMIN, M_BMAX, M_PART) = (
+    _MODEL_POS[n] for n in ("rows", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                            "reasoning_tokens", "cost", "cost_n", "basis_min", "basis_max", "cost_partial"))
 
 
-def _merge(dst: list, src: Sequence, start: int, n: int) -> None:
-    """dst[i] (+)= src[start + i]: sums, except min at 8 and max at 9; None is unknown."""
-    for i in range(n):
+def _merge(dst: list, src: Sequence, start: int, ops: tuple[str, ...]) -> None:
+    """dst[i] (op)= src[start + i] with each field's merge (sum, min or max); None is unknown."""
+    for i, op in enumerate(ops):
         x = src[start + i]
         if x is None:
             continue
         cur = dst[i]
         if cur is None:
             dst[i] = x
-        elif i == 8:
+        elif op == "sum":
+            dst[i] = cur + x
+        elif op == "min":
             if x < cur:
                 dst[i] = x
-        elif i == 9:
-            if x > cur:
-                dst[i] = x
-        else:
-            dst[i] = cur + x
+        elif x > cur:  # max
+            dst[i] = x
 
 
 def _num(v: Any) -> Any:
@@ -131,16 +148,16 @@ class Agg:
         self.durations: list[int] = []
 
     def add(self, row: Sequence[Any], start: int = 0) -> None:
-        _merge(self.v, row, start, N_RUN)
+        _merge(self.v, row, start, _RUN_OPS)
 
     def add_model(self, model: str | None, row: Sequence[Any], start: int = 0) -> None:
         cur = self.models.get(model)
         if cur is None:
             cur = self.models[model] = [None] * N_MODEL
-        _merge(cur, row, start, N_MODEL)
+        _merge(cur, row, start, _MODEL_OPS)
 
     def merge(self, other: "Agg") -> None:
-        _merge(self.v, other.v, 0, N_RUN)
+        _merge(self.v, other.v, 0, _RUN_OPS)
         for m, vals in other.models.items():
             self.add_model(m, vals)
 
