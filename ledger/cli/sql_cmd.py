@@ -133,6 +133,6 @@ def _csv(v):
     return v
 
 
-from ledger.index.viewnames import DOCUMENTED_VIEWS as _VIEWS  # noqa: E402 - the one list, no SQLAlchemy
+from ledger.sqlviews import DOCUMENTED_VIEWS as _VIEWS  # noqa: E402 - the one list, no SQLAlchemy
 
 sql.__doc__ = (sql.__doc__ or "").replace("{views}", ", ".join(_VIEWS))

@@ -248,10 +248,10 @@ class IndexShard(Base):
 
 
 DATA_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses", "runs")
-from ledger.index.viewnames import REPORT_VIEWS, VIEWS  # noqa: E402 - the one list
+from ledger.sqlviews import REPORT_VIEWS, VIEWS  # noqa: E402 - the one list
 # Every `*_v` view: the stable SQL interface documented in docs/sql.md (tests/test_docs_views.py
 # checks both the docs and the migrations against this list; `ledger sql`'s hints name them).
-from ledger.index.viewnames import DOCUMENTED_VIEWS  # noqa: E402,F401
+from ledger.sqlviews import DOCUMENTED_VIEWS  # noqa: E402,F401
 ALL_TABLES = DATA_TABLES + ("index_cursors", "index_shards", "homes", "ledger_meta")
 
 

@@ -37,7 +37,7 @@ from typing import Any, Iterator
 from ledger.errors import LedgerError
 from ledger.index import db as dbmod
 
-from ledger.index.viewnames import DOCUMENTED_VIEWS  # noqa: E402
+from ledger.sqlviews import DOCUMENTED_VIEWS  # noqa: E402
 
 HINT_VIEWS = f"the documented views ({', '.join(DOCUMENTED_VIEWS)}) are described in docs/sql.md"
 
