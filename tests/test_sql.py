@@ -151,8 +151,11 @@ def test_sqlite_writes_are_refused(home, tmp_path, query, word):
 
 
 def test_sqlite_read_pragmas_allowed(indexed):
-    if not indexed.startswith("sqlite"):
-        pytest.skip("SQLite PRAGMAs")
+    if not indexed.startswith("sqlite"):  # PostgreSQL has no PRAGMA: a clear error, nothing run
+        res = cli("sql", "PRAGMA table_info(runs)", "--json", "--db", indexed)
+        assert res.exit_code == 1 and res.stderr.startswith("Error: ") and "Hint:" in res.stderr
+        assert "Traceback" not in res.output and res.stdout == ""
+        return
     res = cli("sql", "PRAGMA table_info(runs)", "--json", "--db", indexed)
     assert res.exit_code == 0 and '"name": "run_id"' in res.stdout
     res = cli("sql", "PRAGMA user_version", "--json", "--db", indexed)
