@@ -1,0 +1,394 @@
+"""Exact token usage from Codex rollout files (`sessions/YYYY/MM/DD/rollout-*.jsonl`,
+`archived_sessions/`): a pure, incremental reducer, the Codex counterpart of claude_usage.
+
+A rollout line is `{"timestamp", "type", "payload"}`. Usage is only in
+`event_msg` lines whose `payload.type` is `token_count`: `payload.info.total_token_usage` is
+the thread's **cumulative** total (`info` is null on the turn-start event);
+`last_token_usage` (the last call alone) is not used, because summing it double counts
+repeats. The model is in `turn_context.payload.model` (or `info.model` on some builds).
+
+Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
+
+* **Deltas of the cumulative total, per chain.** Each distinct cumulative total (a *level*:
+  input, cached input, cache write, output, reasoning) of a chain is charged once: its
+  increment over the level before it. A chain is the thread whose totals the line
+  continues: the id of the latest `session_meta` line before it in its file (its
+  `forked_from_id` when it has one). A forked rollout starts with its own `session_meta`,
+  then copies the parent's lines including the parent's `session_meta`, so the copied lines
+  and the fork's own later lines (whose totals continue from the copied ones) are all keyed
+  to the same chain as in the parent's file: **fork copies count once**, and the fork's own
+  calls count as the increments over the fork point. Lines before any `session_meta` (real
+  rollouts start with one; stripped copies and test fixtures may not) share one chain, keyed
+  by their totals alone: the same cumulative totals in two such files are taken as copies.
+* **Exact repeats count once** (consecutive identical `token_count` lines occur): a level
+  already seen adds nothing. The same rollout under `sessions/` and `archived_sessions/`
+  therefore adds nothing either.
+* The level below is the previous level of the chain **in the same file** (a level's copies
+  are preceded by the same level, so it does not matter which copy is read first). When
+  copies disagree (a partial copy skipped a level), the nearest level at or below wins. A
+  total below the previous one on some counter is a **restart** (a resumed thread whose
+  client did not restore the total): charged whole. A line repeating an older level after a
+  newer one is a stale copy: it is not a restart and does not become the level below.
+* **Resumed threads** append to the same rollout with totals continuing: nothing special.
+* A level's time is its **first appearance** (the smallest timestamp of any copy: a fork's
+  copies are written later, at fork time); its attribution (model, session = the file's own
+  thread, file, line) comes from the earliest copy, then the smallest file / line (a total
+  order, so feed order changes nothing).
+* Counters use ledger's shape, as `ledger run` normalises Codex (ledger.records.model):
+  `input_tokens` = input - cached input - cache write (OpenAI counts both inside input),
+  `cache_read_tokens` = cached input, `cache_write_tokens` (newer builds only),
+  `output_tokens` (reasoning included), `reasoning_tokens`. A counter the client did not
+  write stays None (unknown, not 0).
+* **No cost**: rollouts carry none, so `cost_usd` is always None (unknown); the estimate from a
+  price table is made elsewhere.
+* Bad input (not JSON, not an object, non-UTF-8, an unknown line type, a `token_count` whose
+  total is not a usage object, a torn last line) is skipped and reported in `problems` with
+  file, line number and reason; never an exception. Legacy pre-envelope rollouts (a bare
+  `{id, timestamp}` line, then bare items) carry no usage and are read without complaint.
+
+Incremental use: `state()` is a dict of plain JSON values; `CodexUsage(state)` continues from
+it, and `feed(file, data, offset)` takes the bytes of `file` from `offset` (the value the
+previous `feed` returned for it). Only complete lines are consumed: a torn tail is left for
+the next pass. Memory is bounded by the number of distinct levels (about one per model call)
+plus one small cursor and one session summary per file.
+
+Open questions (not decided here): a fork whose copy holds no `session_meta` of the parent
+(none seen in Codex's source; the ccusage fixtures strip them) is keyed by its own
+`forked_from_id`, which is right for one level of forking only; a restart whose first total is
+above the previous total on every counter cannot be told from a continuation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+from ledger.records.timefmt import format_utc, parse_rfc3339
+
+STATE_VERSION = 1
+
+# Raw cumulative fields, in the order a level stores them.
+RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
+              "reasoning_output_tokens")
+PUBLIC_COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
+                   "reasoning_tokens")
+_IN, _CACHED, _WRITE, _OUT, _REASON = range(5)
+
+# Envelope kinds Codex writes; anything else is reported. Legacy pre-envelope rollouts hold
+# bare ResponseItems, whose kinds are known too (they carry no usage).
+KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+LEGACY_ITEM_TYPES = frozenset({
+    "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
+    "custom_tool_call_output", "local_shell_call", "web_search_call", "tool_search_call",
+    "tool_search_output", "image_generation_call", "ghost_snapshot", "compaction", "other",
+})
+_UUID_TAIL = re.compile(r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$")
+
+# Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model]
+_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL = range(6)
+# Level entry layout: [time, model, session, file, line, [predecessor level keys ("" = zero)]]
+_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_PREDS = range(6)
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One cumulative level of a chain, charged once: the usage it added."""
+
+    chain: str
+    model: str | None
+    time: str | None            # first appearance, canonical UTC
+    session_id: str | None      # the thread whose file holds the earliest copy
+    counters: dict[str, int | None]
+    restart: bool               # charged whole: the total went down before it
+    file: str
+    line: int
+
+    @property
+    def day(self) -> str | None:
+        return self.time[:10] if self.time else None
+
+
+@dataclass(frozen=True)
+class Session:
+    """What a rollout's own `session_meta` says about its thread (for session rows)."""
+
+    session_id: str
+    forked_from_id: str | None
+    cwd: str | None
+    originator: str | None      # codex_exec for `codex exec`, codex_cli_rs for the TUI
+    source: str | None          # "cli", "exec", ...
+    cli_version: str | None
+    git_branch: str | None
+    git_repository_url: str | None
+    started: str | None
+    ended: str | None
+    files: tuple[str, ...]
+
+
+def _count(v: Any) -> int | None:
+    if type(v) is int:
+        return v if v >= 0 else None
+    if type(v) is float and v.is_integer() and v >= 0:
+        return int(v)
+    return None
+
+
+def _utc(v: Any) -> str | None:
+    if type(v) is not str:
+        return None
+    try:
+        return format_utc(parse_rfc3339(v))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _str(v: Any) -> str | None:
+    return v if type(v) is str and v else None
+
+
+def _level_key(u: dict[str, Any]) -> str | None:
+    """A cumulative usage object -> its level key ("i,c,w,o,r", "" for an absent counter);
+    None when it holds no counter at all."""
+    vals = [_count(u.get(f)) for f in RAW_FIELDS]
+    if all(v is None for v in vals):
+        return None
+    return ",".join("" if v is None else str(v) for v in vals)
+
+
+def _level(key: str) -> list[int | None]:
+    return [int(x) if x else None for x in key.split(",")] if key else [None] * 5
+
+
+def _le(a: list[int | None], b: list[int | None]) -> bool:
+    """a <= b on every counter (an absent counter counts as 0)."""
+    return all((x or 0) <= (y or 0) for x, y in zip(a, b))
+
+
+def thread_of_path(file: str) -> str:
+    """The thread a rollout path names (`rollout-<time>-<uuid>.jsonl`), else the path itself."""
+    m = _UUID_TAIL.search(file.replace("\\", "/"))
+    return m.group(1).lower() if m else file
+
+
+class CodexUsage:
+    """The reducer. Feed rollout files (any order, any split); read `deltas()`, `totals()`,
+    `sessions()`; persist `state()`."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        s = state or {}
+        if s and s.get("v") != STATE_VERSION:
+            raise ValueError(f"unsupported codex usage state version {s.get('v')!r}")
+        self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
+        # chain -> level key -> entry (layout above)
+        self._chains: dict[str, dict[str, list[Any]]] = {
+            c: {k: [*e[:_L_PREDS], list(e[_L_PREDS])] for k, e in lv.items()}
+            for c, lv in s.get("chains", {}).items()}
+        # own thread id -> session summary fields (from the file's first session_meta)
+        self._sessions: dict[str, dict[str, Any]] = {
+            k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
+        self.problem_count: int = s.get("problem_count", 0)
+        self.problems: list[Problem] = []   # found by this object (this pass), not persisted
+
+    # ---- persistence -----------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
+                "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS])] for k, e in lv.items()}
+                           for c, lv in self._chains.items()},
+                "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
+                "problem_count": self.problem_count}
+
+    def offset(self, file: str) -> int:
+        """Bytes of `file` consumed so far (where the next `feed` must start)."""
+        f = self._files.get(file)
+        return f[_F_OFF] if f else 0
+
+    # ---- feeding -----------------------------------------------------------------------
+    def _problem(self, file: str, line: int, reason: str) -> None:
+        self.problem_count += 1
+        self.problems.append(Problem(file, line, reason))
+
+    def feed(self, file: str, data: bytes, offset: int = 0) -> int:
+        """Consume the complete lines of `data`, the bytes of `file` starting at `offset`.
+        Returns the new offset (after the last complete line); a torn tail is not consumed
+        and is reported as a problem (it is read whole once its newline arrives)."""
+        cur = self._files.get(file)
+        if cur is None:
+            # before any session_meta: the shared chain "" (see the module's rules)
+            cur = self._files[file] = [0, 0, None, "", None, None]
+        if offset != cur[_F_OFF]:
+            raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
+        end = data.rfind(b"\n") + 1
+        lineno = cur[_F_LINE]
+        pos = 0
+        while pos < end:
+            nl = data.index(b"\n", pos)
+            raw = data[pos:nl]
+            pos = nl + 1
+            lineno += 1
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                try:
+                    raw.decode("utf-8")
+                    reason = f"not JSON: {e}"
+                except UnicodeDecodeError:
+                    reason = "not UTF-8"
+                self._problem(file, lineno, reason)
+                continue
+            if not isinstance(obj, dict):
+                self._problem(file, lineno, "not a JSON object")
+                continue
+            self._line(obj, cur, file, lineno)
+        if end < len(data):
+            self._problem(file, lineno + 1, "torn last line (no newline yet): not read")
+        cur[_F_OFF], cur[_F_LINE] = offset + end, lineno
+        return offset + end
+
+    def _line(self, obj: dict[str, Any], cur: list[Any], file: str, lineno: int) -> None:
+        kind = obj.get("type")
+        payload = obj.get("payload")
+        if kind not in KNOWN_TYPES:
+            if kind in LEGACY_ITEM_TYPES or (kind is None and "id" in obj and lineno == 1):
+                return  # a legacy (pre-envelope) rollout: no usage in it
+            self._problem(file, lineno, f"unknown line type {str(kind)[:60]!r}")
+            return
+        if not isinstance(payload, dict):
+            self._problem(file, lineno, f"{kind} line without a payload object")
+            return
+        ts = _utc(obj.get("timestamp"))
+        if kind == "session_meta":
+            self._session_meta(payload, ts, cur, file, lineno)
+        elif kind == "turn_context":
+            cur[_F_MODEL] = _str(payload.get("model")) or cur[_F_MODEL]
+        elif kind == "event_msg" and payload.get("type") == "token_count":
+            self._token_count(payload, ts, cur, file, lineno)
+        own = cur[_F_OWN]
+        if own is not None and ts is not None:
+            s = self._sessions[own]
+            if s["ended"] is None or ts > s["ended"]:
+                s["ended"] = ts
+
+    def _session_meta(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+        sid = _str(p.get("id"))
+        if sid is None:
+            self._problem(file, lineno, "session_meta without an id")
+            return
+        parent = _str(p.get("forked_from_id"))
+        # the chain the following lines continue: a copied ancestor's meta overrides this
+        chain = parent or sid
+        if chain != cur[_F_CHAIN]:
+            cur[_F_CHAIN], cur[_F_PREV] = chain, None  # the previous level was another chain's
+        if cur[_F_OWN] is not None:
+            return  # a copied parent meta (or a repeat): the file's own thread stays the first one
+        cur[_F_OWN] = sid
+        git = p.get("git") if isinstance(p.get("git"), dict) else {}
+        s = self._sessions.get(sid)
+        if s is None:
+            s = self._sessions[sid] = {
+                "forked_from_id": parent, "cwd": _str(p.get("cwd")), "originator": _str(p.get("originator")),
+                "source": _str(p.get("source")), "cli_version": _str(p.get("cli_version")),
+                "git_branch": _str(git.get("branch")), "git_repository_url": _str(git.get("repository_url")),
+                "started": None, "ended": None, "files": []}
+        if file not in s["files"]:
+            s["files"].append(file)
+        # started: when the thread was created (a fork's copied lines keep older times)
+        t = _utc(p.get("timestamp")) or ts
+        if t is not None and (s["started"] is None or t < s["started"]):
+            s["started"] = t
+
+    def _token_count(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+        info = p.get("info")
+        if info is None:
+            return  # the turn-start event: rate limits only
+        total = info.get("total_token_usage") if isinstance(info, dict) else None
+        key = _level_key(total) if isinstance(total, dict) else None
+        if key is None:
+            self._problem(file, lineno, "token_count without a cumulative total_token_usage: not counted")
+            return
+        model = _str(info.get("model")) or cur[_F_MODEL]
+        session = cur[_F_OWN] or thread_of_path(file)
+        levels = self._chains.setdefault(cur[_F_CHAIN], {})
+        prev = cur[_F_PREV]
+        e = levels.get(key)
+        if e is None:
+            levels[key] = [ts, model, session, file, lineno, [prev or ""]]
+            cur[_F_PREV] = key
+            return
+        if key == prev:
+            pass  # an exact repeat: nothing to charge
+        elif prev is not None and _le(_level(key), _level(prev)):
+            return  # a stale copy of an older level: it is not the level below the next one
+        else:
+            if (prev or "") not in e[_L_PREDS]:
+                e[_L_PREDS].append(prev or "")
+            cur[_F_PREV] = key
+        new_rank = (ts is None, ts or "", file, lineno)
+        old_rank = (e[_L_TS] is None, e[_L_TS] or "", e[_L_FILE], e[_L_LINE])
+        if new_rank < old_rank:
+            e[_L_TS], e[_L_SESSION], e[_L_FILE], e[_L_LINE] = ts, session, file, lineno
+            if model is not None:
+                e[_L_MODEL] = model
+        elif e[_L_MODEL] is None:
+            e[_L_MODEL] = model
+
+    # ---- results -----------------------------------------------------------------------
+    def deltas(self) -> Iterator[Delta]:
+        for chain, levels in self._chains.items():
+            for key, e in levels.items():
+                lv = _level(key)
+                below: list[int | None] = [None] * 5
+                best = -1
+                for pk in e[_L_PREDS]:  # the nearest recorded level at or below (zero always is)
+                    pv = _level(pk)
+                    if pk != key and _le(pv, lv) and sum(x or 0 for x in pv) > best:
+                        below, best = pv, sum(x or 0 for x in pv)
+                restart = any(pk and not _le(_level(pk), lv) for pk in e[_L_PREDS]) and not any(
+                    pk and pk != key and _le(_level(pk), lv) for pk in e[_L_PREDS])
+                d = [None if v is None else v - (b or 0) for v, b in zip(lv, below)]
+                inp = d[_IN]
+                if inp is not None:
+                    inp -= (d[_CACHED] or 0) + (d[_WRITE] or 0)
+                    if inp < 0:
+                        inp = None  # the client's own counters disagree: unknown, not negative
+                counters = {"input_tokens": inp, "cache_read_tokens": d[_CACHED], "cache_write_tokens": d[_WRITE],
+                            "output_tokens": d[_OUT], "reasoning_tokens": d[_REASON]}
+                yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], counters, restart, e[_L_FILE],
+                            e[_L_LINE])
+
+    def sessions(self) -> list[Session]:
+        return [Session(sid, v["forked_from_id"], v["cwd"], v["originator"], v["source"], v["cli_version"],
+                        v["git_branch"], v["git_repository_url"], v["started"], v["ended"], tuple(v["files"]))
+                for sid, v in sorted(self._sessions.items())]
+
+    def totals(self, by: Iterable[str] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
+        """Sums grouped by any of `day`, `model`, `session`: each counter (None when no delta
+        reported it), `deltas` (charged levels, about one per model call) and `cost_usd`
+        (always None: rollouts report no cost; it is estimated elsewhere)."""
+        by = tuple(by)
+        out: dict[tuple, dict[str, Any]] = {}
+        for d in self.deltas():
+            f = {"day": d.day, "model": d.model, "session": d.session_id}
+            k = tuple(f[b] for b in by)
+            r = out.get(k)
+            if r is None:
+                r = out[k] = {**{c: None for c in PUBLIC_COUNTERS}, "deltas": 0, "cost_usd": None}
+            r["deltas"] += 1
+            for c, v in d.counters.items():
+                if v is not None:
+                    r[c] = (r[c] or 0) + v
+        return out

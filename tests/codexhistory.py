@@ -1,0 +1,260 @@
+"""A synthetic Codex history (rollout files) with every known duplication hazard, and its
+ground truth.
+
+`generate(root, threads=N, seed=S)` writes a `$CODEX_HOME` layout under `root`
+(`sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`, `archived_sessions/rollout-*.jsonl`) and
+returns a `History` whose truth is computed from the generator's own list of model calls
+(the usage each call added), never by reading the files back.
+
+Hazards (reference/stream-formats.md §C.2):
+* `token_count` totals are cumulative per thread; `last_token_usage` is written too (summing it
+  would count repeats);
+* `token_count` with `info: null` at every turn start;
+* exact repeats: a `token_count` written twice (same bytes, or the same totals 12 ms later);
+* several models per thread (one `turn_context` per turn), threads of three client styles
+  (with `cache_write_input_tokens`; without it; without `reasoning_output_tokens`);
+* resumed threads: more turns appended to the same file days later, totals continuing; now and
+  then an old-build resume whose totals restart from zero;
+* forks: a new file with its own `session_meta` (`forked_from_id`), then a copy of the parent's
+  lines (its `session_meta` included) up to the fork point, with the original timestamps or
+  rewritten to the fork time, then its own turns whose totals continue from the fork point;
+  forks of forks;
+* the same rollout under `sessions/` and `archived_sessions/`;
+* sessions near midnight UTC and resumed days later;
+* a legacy pre-envelope rollout (no usage);
+* junk: malformed JSON, non-UTF-8 bytes, a JSON array, an unknown line type, a `token_count`
+  without a cumulative total, and a torn last line.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
+MODELS = ("gpt-5.5", "gpt-5.3-codex", "gpt-5.2-codex-mini")
+T0 = datetime(2026, 3, 9, 22, 40, tzinfo=timezone.utc)
+
+
+@dataclass
+class TrueCall:
+    session_id: str
+    model: str
+    time: datetime
+    counters: dict[str, int | None]
+
+    @property
+    def day(self) -> str:
+        return self.time.strftime("%Y-%m-%d")
+
+
+@dataclass
+class History:
+    root: Path | None
+    files: dict[str, bytes]          # relative path -> bytes written
+    calls: list[TrueCall]
+    junk_lines: int
+    torn_files: list[str]
+
+    def truth(self, by: tuple[str, ...] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
+        out: dict[tuple, dict[str, Any]] = {}
+        for c in self.calls:
+            f = {"day": c.day, "model": c.model, "session": c.session_id}
+            k = tuple(f[b] for b in by)
+            if k not in out:
+                out[k] = {**{n: None for n in COUNTERS}, "deltas": 0, "cost_usd": None}
+            x = out[k]
+            x["deltas"] += 1
+            for n, v in c.counters.items():
+                if v is not None:
+                    x[n] = (x[n] or 0) + v
+        return out
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+@dataclass
+class _Thread:
+    tid: str
+    rel: str
+    style: str                       # "full" | "std" | "old"
+    models: list[str]
+    lines: list[Any] = field(default_factory=list)   # dicts, or raw bytes (junk)
+    total: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+
+
+class _Gen:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.threads: list[_Thread] = []
+        self.calls: list[TrueCall] = []
+
+    def uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def new_thread(self, t: datetime, style: str, models: list[str], parent: _Thread | None = None) -> _Thread:
+        tid = self.uid()
+        rel = f"sessions/{t:%Y/%m/%d}/rollout-{t:%Y-%m-%dT%H-%M-%S}-{tid}.jsonl"
+        th = _Thread(tid, rel, style, models)
+        meta: dict[str, Any] = {"id": tid, "timestamp": _iso(t), "cwd": "/home/dev/proj", "originator": "codex_cli_rs",
+                                "cli_version": "0.169.0", "instructions": None, "source": "cli",
+                                "model_provider": "openai",
+                                "git": {"commit_hash": "0" * 40, "branch": "main", "repository_url": None}}
+        if parent is not None:
+            meta["forked_from_id"] = parent.tid
+        th.lines.append({"timestamp": _iso(t), "type": "session_meta", "payload": meta})
+        self.threads.append(th)
+        return th
+
+    def usage(self, th: _Thread, raw: list[int]) -> dict[str, int]:
+        u = {"input_tokens": raw[0], "cached_input_tokens": raw[1]}
+        if th.style == "full":
+            u["cache_write_input_tokens"] = raw[2]
+        u["output_tokens"] = raw[3]
+        if th.style != "old":
+            u["reasoning_output_tokens"] = raw[4]
+        u["total_tokens"] = raw[0] + raw[3]
+        return u
+
+    def call(self, th: _Thread, t: datetime, model: str, *, restart: bool = False) -> datetime:
+        rng = self.rng
+        inp = rng.randint(2000, 60000)
+        if restart:
+            inp = rng.randint(1, max(1, th.total[0] - 1))  # below the old total: detectable
+            th.total = [0, 0, 0, 0, 0]
+        cached = rng.choice([0, rng.randint(0, inp * 9 // 10)])
+        write = rng.randint(0, (inp - cached) // 4) if th.style == "full" else 0
+        out = rng.randint(1, 3000)
+        reason = rng.randint(0, out) if th.style != "old" else 0
+        raw = [inp, cached, write, out, reason]
+        th.total = [a + b for a, b in zip(th.total, raw)]
+        th.lines.append({"timestamp": _iso(t), "type": "response_item",
+                         "payload": {"type": "function_call", "name": "exec_command", "arguments": "{}",
+                                     "call_id": "call_" + self.uid()[:8]}})
+        t += timedelta(milliseconds=rng.randint(50, 5000))
+        tc = {"timestamp": _iso(t), "type": "event_msg",
+              "payload": {"type": "token_count",
+                          "info": {"total_token_usage": self.usage(th, th.total),
+                                   "last_token_usage": self.usage(th, raw),
+                                   "model_context_window": 258400},
+                          "rate_limits": {"limit_id": "codex", "primary": {"used_percent": 12.0}}}}
+        th.lines.append(tc)
+        self.calls.append(TrueCall(th.tid, model, t, {
+            "input_tokens": inp - cached - (write if th.style == "full" else 0), "cache_read_tokens": cached,
+            "cache_write_tokens": write if th.style == "full" else None, "output_tokens": out,
+            "reasoning_tokens": reason if th.style != "old" else None}))
+        r = rng.random()
+        if r < 0.15:
+            th.lines.append(copy.deepcopy(tc))                     # the same bytes again
+        elif r < 0.3:
+            again = copy.deepcopy(tc)                              # the same totals 12 ms later
+            again["timestamp"] = _iso(t + timedelta(milliseconds=12))
+            th.lines.append(again)
+        return t + timedelta(seconds=rng.randint(1, 120))
+
+    def junk(self, th: _Thread) -> None:
+        th.lines.append(self.rng.choice([
+            b'{"timestamp":"2026-03-10T00:00:00.000Z","type":"event_msg","payload":{"type":"token_c\n',
+            b"\xff\xfe not utf-8 \x80\n", b"[1, 2, 3]\n", b'{"type":"x-future-record","payload":{}}\n',
+            b'{"timestamp":"2026-03-10T00:00:00.000Z","type":"event_msg","payload":{"type":"token_count",'
+            b'"info":{"last_token_usage":{"input_tokens":5,"output_tokens":1}}}}\n']))
+
+    def turns(self, th: _Thread, t: datetime, n: int, *, restart_first: bool = False) -> datetime:
+        rng = self.rng
+        for i in range(n):
+            model = rng.choice(th.models)
+            th.lines.append({"timestamp": _iso(t), "type": "event_msg",
+                             "payload": {"type": "task_started", "model_context_window": 258400}})
+            th.lines.append({"timestamp": _iso(t), "type": "turn_context",
+                             "payload": {"cwd": "/home/dev/proj", "approval_policy": "never", "model": model}})
+            th.lines.append({"timestamp": _iso(t), "type": "event_msg",
+                             "payload": {"type": "user_message", "message": "go on", "images": []}})
+            th.lines.append({"timestamp": _iso(t), "type": "event_msg",
+                             "payload": {"type": "token_count", "info": None, "rate_limits": {"limit_id": "codex"}}})
+            t += timedelta(seconds=rng.randint(1, 20))
+            for j in range(rng.randint(1, 3)):
+                t = self.call(th, t, model, restart=restart_first and i == 0 and j == 0)
+            if rng.random() < 0.1:
+                self.junk(th)
+            th.lines.append({"timestamp": _iso(t), "type": "event_msg",
+                             "payload": {"type": "task_complete", "last_agent_message": "done"}})
+            t += timedelta(minutes=rng.randint(1, 120))
+        return t
+
+    def fork(self, parent: _Thread, t: datetime) -> tuple[_Thread, datetime]:
+        """A new rollout copying the parent's lines up to one of its token_counts."""
+        rng = self.rng
+        child = self.new_thread(t, parent.style, parent.models, parent)
+        tcs = [i for i, x in enumerate(parent.lines)
+               if isinstance(x, dict) and x["payload"].get("type") == "token_count" and x["payload"]["info"]]
+        cut = rng.choice(tcs[-3:])
+        rewrite = rng.random() < 0.5  # the real client writes the copies at fork time
+        ct = t
+        for x in parent.lines[:cut + 1]:
+            if isinstance(x, dict):
+                y = copy.deepcopy(x)
+                if rewrite:
+                    ct += timedelta(milliseconds=1)
+                    y["timestamp"] = _iso(ct)
+                child.lines.append(y)
+        last = parent.lines[cut]["payload"]["info"]["total_token_usage"]
+        child.total = [last.get("input_tokens", 0), last.get("cached_input_tokens", 0),
+                       last.get("cache_write_input_tokens", 0), last.get("output_tokens", 0),
+                       last.get("reasoning_output_tokens", 0)]
+        t = self.turns(child, ct + timedelta(seconds=2), rng.randint(1, 2))
+        return child, t
+
+    def thread(self, t: datetime, style: str) -> None:
+        rng = self.rng
+        th = self.new_thread(t, style, rng.sample(MODELS, rng.randint(1, 2)))
+        t = self.turns(th, t + timedelta(seconds=1), rng.randint(1, 3))
+        hazard = rng.random()
+        if hazard < 0.45:
+            child, ct = self.fork(th, t + timedelta(minutes=rng.randint(1, 300)))
+            if rng.random() < 0.4:
+                self.fork(child, ct + timedelta(minutes=5))
+        if rng.random() < 0.4:
+            # resumed days later into the same file (an old build now and then restarts the total)
+            t += timedelta(days=rng.randint(1, 3), hours=rng.randint(0, 5))
+            self.turns(th, t, rng.randint(1, 2), restart_first=rng.random() < 0.25)
+
+
+def generate(root: Path | None, threads: int = 8, seed: int = 0) -> History:
+    """Write the history under `root` (a Codex home; None: keep it in memory only) and return
+    it with its truth."""
+    g = _Gen(seed)
+    styles = ("full", "std", "old")
+    for i in range(threads):
+        style = styles[i % 3] if i < 3 else g.rng.choice(styles)
+        g.thread(T0 + timedelta(days=g.rng.randint(0, 3), minutes=g.rng.randint(0, 150)), style)
+    # a live session's torn last line: a token_count still being written (not in the truth)
+    live = g.threads[-1]
+    live.lines.append(b'{"timestamp":"2026-03-20T10:00:00.000Z","type":"event_msg","payload":{"type":"token_count","in')
+    files: dict[str, bytes] = {}
+    junk = 0
+    for th in g.threads:
+        files[th.rel] = b"".join(x if isinstance(x, bytes) else orjson.dumps(x) + b"\n" for x in th.lines)
+        junk += sum(1 for x in th.lines if isinstance(x, bytes) and x.endswith(b"\n"))
+    # the same rollout under archived_sessions/ (the client moved it; both copies exist)
+    arch = g.threads[0]
+    files["archived_sessions/" + arch.rel.rsplit("/", 1)[1]] = files[arch.rel]
+    junk += sum(1 for x in arch.lines if isinstance(x, bytes) and x.endswith(b"\n"))
+    # a legacy pre-envelope rollout: no usage
+    files["sessions/2026/01/04/rollout-2026-01-04T05-06-07-44444444-4444-4444-8444-444444444444.jsonl"] = (
+        b'{"id":"44444444-4444-4444-8444-444444444444","timestamp":"2026-01-04T05:06:07.000Z"}\n'
+        b'{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}\n')
+    if root is not None:
+        for rel, data in files.items():
+            p = Path(root) / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+    return History(Path(root) if root is not None else None, files, g.calls, junk, [live.rel])
