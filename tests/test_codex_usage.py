@@ -366,3 +366,4 @@ def test_state_is_json_versioned_and_bounded_by_distinct_levels():
 def test_thread_of_path():
     assert thread_of_path(path(P.upper())) == P
     assert thread_of_path("x/other.jsonl") == "x/other.jsonl"
+    assert thread_of_path(path(P)[:-6] + ".gen2.jsonl") == P  # an archive generation

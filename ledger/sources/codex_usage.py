@@ -85,7 +85,9 @@ LEGACY_ITEM_TYPES = frozenset({
     "custom_tool_call_output", "local_shell_call", "web_search_call", "tool_search_call",
     "tool_search_output", "image_generation_call", "ghost_snapshot", "compaction", "other",
 })
-_UUID_TAIL = re.compile(r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$")
+# the thread uuid ends a rollout's name; an archive generation adds `.genN` (`.genN.M`)
+_UUID_TAIL = re.compile(
+    r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
 
 # Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model]
 _F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL = range(6)
