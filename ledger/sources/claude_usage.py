@@ -45,9 +45,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-import orjson
 
 from ledger.records.timefmt import format_utc, parse_rfc3339
+from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
 STATE_VERSION = 1
 SYNTHETIC_MODEL = "<synthetic>"  # locally made messages: no API call, no usage
@@ -228,42 +228,22 @@ class ClaudeUsage:
         if offset != cur[0]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[0]} bytes were consumed")
         path_session, path_agent = session_of_path(file)
-        end = data.rfind(b"\n") + 1
-        lineno = cur[1]
+        end = complete_end(data)
         latest = cur[2]
-        pos = 0
-        while pos < end:
-            nl = data.index(b"\n", pos)
-            raw = data[pos:nl]
-            pos = nl + 1
-            lineno += 1
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
-                try:
-                    raw.decode("utf-8")
-                    reason = f"not JSON: {e}"
-                except UnicodeDecodeError:
-                    reason = "not UTF-8"
-                self._problem(file, lineno, reason)
-                continue
-            if not isinstance(obj, dict):
-                self._problem(file, lineno, "not a JSON object")
-                continue
+        lineno = cur[1] + data.count(b"\n", 0, end)  # after the chunk
+        for n, obj in json_objects(data, end, cur[1], lambda n, why: self._problem(file, n, why)):
             kind = obj.get("type")
             ts = _utc(obj.get("timestamp"))
             if ts is not None and (latest is None or ts > latest):
                 latest = ts
             if kind == "assistant":
-                self._assistant(obj, ts, file, lineno, path_session, path_agent)
+                self._assistant(obj, ts, file, n, path_session, path_agent)
             elif kind == "cost-state":
-                self._cost_state(obj, latest, file, lineno, path_session)
+                self._cost_state(obj, latest, file, n, path_session)
             elif kind not in KNOWN_TYPES:
-                self._problem(file, lineno, f"unknown line type {str(kind)[:60]!r}")
+                self._problem(file, n, f"unknown line type {str(kind)[:60]!r}")
         if end < len(data):
-            self._problem(file, lineno + 1, "torn last line (no newline yet): not read")
+            self._problem(file, lineno + 1, TORN)
         cur[0], cur[1], cur[2] = offset + end, lineno, latest
         return offset + end
 

@@ -64,9 +64,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-import orjson
 
 from ledger.records.timefmt import format_utc, parse_rfc3339
+from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
 STATE_VERSION = 1
 
@@ -232,32 +232,12 @@ class CodexUsage:
             cur = self._files[file] = [0, 0, None, "", None, None]
         if offset != cur[_F_OFF]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
-        end = data.rfind(b"\n") + 1
-        lineno = cur[_F_LINE]
-        pos = 0
-        while pos < end:
-            nl = data.index(b"\n", pos)
-            raw = data[pos:nl]
-            pos = nl + 1
-            lineno += 1
-            if not raw.strip():
-                continue
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
-                try:
-                    raw.decode("utf-8")
-                    reason = f"not JSON: {e}"
-                except UnicodeDecodeError:
-                    reason = "not UTF-8"
-                self._problem(file, lineno, reason)
-                continue
-            if not isinstance(obj, dict):
-                self._problem(file, lineno, "not a JSON object")
-                continue
-            self._line(obj, cur, file, lineno)
+        end = complete_end(data)
+        lineno = cur[_F_LINE] + data.count(b"\n", 0, end)  # after the chunk
+        for n, obj in json_objects(data, end, cur[_F_LINE], lambda n, why: self._problem(file, n, why)):
+            self._line(obj, cur, file, n)
         if end < len(data):
-            self._problem(file, lineno + 1, "torn last line (no newline yet): not read")
+            self._problem(file, lineno + 1, TORN)
         cur[_F_OFF], cur[_F_LINE] = offset + end, lineno
         return offset + end
 
