@@ -248,6 +248,9 @@ def test_a_read_only_home_is_answered_from_its_index(tmp_path, monkeypatch):
     res = _unshare_ro(home, "report", "--json")
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     assert orjson.loads(res.stdout)["totals"]["runs"] == 1
+    res = _unshare_ro(home, "index")  # asked to write: an Error, not a stale answer
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith("Error: cannot update the index") and "\nHint: " in res.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root for a read-only mount")

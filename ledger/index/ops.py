@@ -93,43 +93,43 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     t0 = time.perf_counter()
     homes_abs = _usable_homes([os.path.abspath(os.fspath(h)) for h in homes], url, stale_ok, notify)
     summary: IndexSummary
-    if dbmod.is_sqlite(url):
-        owned = any(url == dbmod.default_url(h) for h in homes_abs)
-        try:
+    try:
+        if dbmod.is_sqlite(url):
+            owned = any(url == dbmod.default_url(h) for h in homes_abs)
             _check_parent(dbmod.sqlite_path(url), create=not stale_ok)
             summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns, full, owned)
-        except Exception as exc:  # noqa: BLE001 - only a read-only failure is answered here
-            why = read_only_failure(exc)
-            if not stale_ok or why is None:
-                raise
-            path = dbmod.sqlite_path(url)
-            if dbmod.inspect_sqlite(path).kind != "ok":
-                raise IndexError_(f"cannot update the index {path} ({why}), and there is no usable index to read",
-                                  hint="ask the home's owner to run `ledger index`, or pass a writable "
-                                       "--db PATH to index the home into") from None
-            notify(f"ledger: cannot update the index {path} ({why}); answering from it as it is: "
-                   "it may be stale")
-            summary = IndexSummary(homes=homes_abs)
-    else:
-        try:
+        else:
             summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns, full)
-        except IndexError_:
+    except IndexError_:
+        raise
+    except Exception as exc:  # noqa: BLE001 - only a failure to write is answered here
+        why = read_only_failure(exc)
+        if why is None:
             raise
-        except Exception as exc:  # noqa: BLE001 - only a missing privilege is answered here
-            why = read_only_failure(exc)
-            if why is None:
-                raise
-            why = why.strip().splitlines()[0]
-            if not stale_ok:
-                raise IndexError_(f"cannot update the index {dbmod.redact_url(url)}: {why}",
-                                  hint="index with the URL of the role that owns ledger's tables; readers may use "
-                                       "a read-only role (see docs/sql.md, `ledger sql --role`)") from None
-            notify(f"ledger: cannot update the index {dbmod.redact_url(url)} ({why}); answering from it as it is: "
-                   "it may be stale")
-            summary = IndexSummary(homes=homes_abs)
+        summary = _unwritable(url, why.strip().splitlines()[0], stale_ok, notify)
+        summary.homes = homes_abs
     summary.db = dbmod.redact_url(url)
     summary.seconds = time.perf_counter() - t0  # everything: checks, migrations, swap included
     return summary
+
+
+def _unwritable(url: str, why: str, stale_ok: bool, notify: Notify) -> Any:
+    """The index cannot be written (a read-only home or mount, a SELECT-only database role).
+    A reader answers from it as it is, saying so; `ledger index` and a reader with no usable
+    index get an Error."""
+    from ledger.index.indexer import IndexSummary
+
+    where = dbmod.sqlite_path(url) if dbmod.is_sqlite(url) else dbmod.redact_url(url)
+    if not stale_ok:
+        raise IndexError_(f"cannot update the index {where}: {why}",
+                          hint="run `ledger index` as the owner of the home / of ledger's tables; readers may "
+                               "use a read-only role (docs/sql.md, `ledger sql --role`)")
+    if dbmod.is_sqlite(url) and dbmod.inspect_sqlite(dbmod.sqlite_path(url)).kind != "ok":
+        raise IndexError_(f"cannot update the index {where} ({why}), and there is no usable index to read",
+                          hint="ask the home's owner to run `ledger index`, or pass a writable "
+                               "--db PATH to index the home into")
+    notify(f"ledger: cannot update the index {where} ({why}); answering from it as it is: it may be stale")
+    return IndexSummary()
 
 
 def _remove_stale_builds(path: Path) -> None:
