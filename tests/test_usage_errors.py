@@ -116,3 +116,15 @@ def test_outcome_patterns_that_match_an_outcome_are_accepted(home):
     make(home, "2026-03-08T10:00:00Z", [claude_stream()], outcome="failed")
     res = cli("report", "--outcome", "fail*", "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["totals"]["runs"] == 1
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    from typer.testing import CliRunner
+
+    from ledger.cli.app import app
+
+    res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0
+    assert res.stdout == f"ledger {version('ledger')}\n"

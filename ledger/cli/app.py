@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import sys
 from typing import Any
 
@@ -52,6 +54,28 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("ledger")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            v = "unknown (not installed)"
+        print(f"ledger {v}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print ledger's version and exit.",
+                                          callback=_version, is_eager=True)] = False,
+) -> None:
+    """An evidence ledger for AI coding-agent runs: immutable records, an SQL index, exact cost reports."""
+
+
 app.command("run", context_settings=run_cmd.RUN_CONTEXT)(run_cmd.run)
 app.command("runs")(runs_cmd.runs)
 app.command("show")(runs_cmd.show)
