@@ -87,9 +87,13 @@ def print_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> None:
 
 
 def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str | None = None,
-                footer: Sequence[Any] | None = None, compact: bool = False) -> None:
+                footer: Sequence[Any] | None = None, compact: bool = False,
+                drop_first: Sequence[int] = ()) -> None:
     """A Rich table. `compact`: one line per row, cells cut with an ellipsis on narrow
     terminals (the last column folds); otherwise every cell folds so nothing is hidden.
+    `drop_first` (compact tables): columns hidden, in this order, while the table is wider
+    than the terminal, so that the key and the numbers are never cut (a cut id cannot be
+    pasted, a cut number reads as another number); stderr says which were hidden.
 
     Headers (SQL column names), cells and footers are data: printed as stored, never read as
     markup or emoji, control characters escaped (ledger.text.shown). The title is ours."""
@@ -97,6 +101,10 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
     from rich.table import Table
 
     from ledger.text import shown
+
+    if compact and drop_first:
+        rows = [list(r) for r in rows]
+        header, footer, rows = _fit_columns(header, footer, rows, drop_first, data_console().width)
 
     table = Table(title=title, show_footer=footer is not None,
                   **({"box": box.SIMPLE_HEAD, "pad_edge": False} if compact else {}))
@@ -111,6 +119,29 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
     for row in rows:
         table.add_row(*[shown("—" if v is None else v) for v in row])
     data_console().print(table)
+
+
+def _fit_columns(header: Sequence[str], footer: Sequence[Any] | None, rows: list[list[Any]],
+                 drop_first: Sequence[int], width: int) -> tuple[list[str], Any, list[list[Any]]]:
+    """Hide columns (in `drop_first` order) until the compact table fits `width`."""
+    from ledger.text import shown
+
+    def cell(v: Any) -> int:
+        return shown("—" if v is None else v).cell_len
+
+    widths = [max([len(str(h))] + [cell(r[i]) for r in rows]) for i, h in enumerate(header)]
+    keep = list(range(len(header)))
+    hidden = []
+    for i in drop_first:
+        if sum(widths[k] for k in keep) + 3 * len(keep) <= width:  # padding and gaps, with room to spare
+            break
+        if i in keep and len(keep) > 1:
+            keep.remove(i)
+            hidden.append(str(header[i]))
+    if hidden:
+        err(f"(narrow terminal: {', '.join(hidden)} not shown; widen it or use --json)")
+    pick = lambda seq: [seq[k] for k in keep]  # noqa: E731
+    return pick(header), (pick(footer) if footer is not None else None), [pick(r) for r in rows]
 
 
 def data_console(stderr: bool = False) -> Any:

@@ -12,6 +12,9 @@ RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_t
 
 
 TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "in", "out", "cost $", "gaps", "subjects")
+# hidden in this order on a narrow terminal: the id (pasted into `ledger show`), the outcome
+# and the cost are kept whole
+DROP_FIRST = (8, 2, 9, 3, 5, 6, 1)
 
 
 def _short(row: list) -> list:
@@ -22,8 +25,18 @@ def _short(row: list) -> list:
     row[1] = (row[1] or "")[:16].replace("T", " ")
     if row[4] is None:
         row[4] = row[5]
+    # money as the reports show it (exact in --json / --csv); token counts with separators
+    for i in (6, 7):
+        if isinstance(row[i], int):
+            row[i] = f"{row[i]:,}"
+    if isinstance(row[8], (int, float)):
+        row[8] = f"{row[8]:,.4f}"
     del row[5]
     return row
+
+
+def _title(n: int) -> str:
+    return f"{n:,} run" + ("" if n == 1 else "s")
 
 
 def _home(home):
@@ -60,7 +73,8 @@ def runs(
     elif csv_:
         print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
     else:
-        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=f"{len(chosen)} runs", compact=True)
+        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=_title(len(chosen)), compact=True,
+                    drop_first=DROP_FIRST)
 
 
 @handle_errors

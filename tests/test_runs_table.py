@@ -1,0 +1,53 @@
+"""`ledger runs` as people read it: at any width the id is whole (it pastes into `ledger show`)
+and numbers are never cut; lower-priority columns are hidden first, and stderr says which."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from indexhelpers import make_run
+
+
+@pytest.fixture
+def one_run(tmp_path):
+    home = tmp_path / "home"
+    run = make_run(home, cost=0.007455000000000001, usage=((4100, 3), (12345, 410)), subjects=("task:LOO-1",))
+    return home, run
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 120, 200])
+def test_id_and_numbers_are_whole_at_every_width(one_run, width):
+    home, run = one_run
+    env = {**os.environ, "COLUMNS": str(width), "LEDGER_HOME": str(home)}
+    env.pop("LEDGER_DB", None)
+    res = subprocess.run([sys.executable, "-m", "ledger", "runs"], capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert all(len(line.rstrip()) <= width for line in lines), res.stdout
+    assert "1 run" in res.stdout and "1 runs" not in res.stdout
+    row = next(line for line in lines if run.name[:12] in line)
+    assert "0.0075" in row and "…" not in row  # money rounded for people, nothing cut
+    assert "completed" in row
+    if width >= 80:
+        assert "410" in row.split()
+    if width >= 120:
+        assert "12,345" in row and "task:LOO-1" in row and "not shown" not in res.stderr
+    else:
+        assert "not shown; widen it or use --json" in res.stderr
+    # the id as printed is accepted by `ledger show`
+    shown = subprocess.run([sys.executable, "-m", "ledger", "show", row.split()[0], "--json"], capture_output=True,
+                           text=True, env=env, timeout=60)
+    assert shown.returncode == 0 and run.name in shown.stdout
+
+
+def test_an_empty_list_fits_too(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "COLUMNS": "60", "LEDGER_HOME": str(home)}
+    env.pop("LEDGER_DB", None)
+    res = subprocess.run([sys.executable, "-m", "ledger", "runs"], capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0 and "0 runs" in res.stdout and "Traceback" not in res.stderr
