@@ -51,3 +51,32 @@ def test_an_empty_list_fits_too(tmp_path):
     env.pop("LEDGER_DB", None)
     res = subprocess.run([sys.executable, "-m", "ledger", "runs"], capture_output=True, text=True, env=env, timeout=60)
     assert res.returncode == 0 and "0 runs" in res.stdout and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 130, 200])
+@pytest.mark.parametrize("kind", ["subject", "daily", "model"])
+def test_report_tables_keep_the_key_and_whole_numbers(tmp_path, width, kind):
+    """Issue 12: at 60-160 columns the subject/date column and `Total` disappeared and values
+    were cut (`partia`, `2,050+` shown as `2,050`). Secondary columns are hidden first now."""
+    home = tmp_path / "home"
+    for i in range(3):
+        make_run(home, subjects=(f"task:LOO-{1000 + i}",), usage=((4100, 3), (12345, 410)), cost=0.25 * (i + 1))
+    make_run(home, subjects=("task:LOO-2000",), model="no-such-model-x", cost=None, usage=((10, 1),))
+    make_run(home, subjects=("task:LOO-2001",), usage=(), cost=None, tools=())  # no usage: token sums get '+'
+    env = {**os.environ, "COLUMNS": str(width), "LEDGER_HOME": str(home), "TZ": "UTC"}
+    env.pop("LEDGER_DB", None)
+    res = subprocess.run([sys.executable, "-m", "ledger", "report", kind, "--tz", "UTC"], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert all(len(line.rstrip()) <= width for line in lines), res.stdout
+    total = next(line for line in lines if line.strip().startswith("Total"))
+    assert "≥1.5000" in total  # the partial sum, whole, with its mark
+    assert "…" not in res.stdout
+    if "basis" in res.stdout:
+        assert "partial" in total
+    if kind == "subject":
+        for i in range(3):
+            assert f"task:LOO-{1000 + i}" in res.stdout
+    if "tokens" in lines[2] or "total tokens" in res.stdout:
+        assert any(cell.endswith("+") for cell in total.split())  # a lower bound stays marked

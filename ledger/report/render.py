@@ -136,6 +136,27 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
     return cols
 
 
+# cells a per-model row leaves empty (they describe the group)
+GROUP_ONLY = ("failed", "intr.", "aband.", "unverified", "median $", "median time", "started", "model")
+# hidden in this order while the table is wider than the terminal: the group key, the run
+# count, the tokens and the cost stay whole (a cut number reads as another number)
+DROP_ORDER = ("unverified", "aband.", "intr.", "median time", "failed", "started", "model", "median $", "basis",
+              "cache write", "cache read")
+
+
+def _fit(cols: list[tuple[str, Any]], body: list[tuple[list[str], Any]], width: int) -> list[int]:
+    """The columns to show: all that fit, hiding DROP_ORDER first; the key column folds last."""
+    from ledger.text import shown
+
+    widths = [max([len(name)] + [shown(cells[i]).cell_len for cells, _ in body]) for i, (name, _) in enumerate(cols)]
+    keep = list(range(len(cols)))
+    for drop in DROP_ORDER:
+        if sum(widths[k] for k in keep) + 3 * len(keep) <= width:
+            break
+        keep = [k for k in keep if cols[k][0] != drop]
+    return keep
+
+
 def _count(d: dict[str, Any], name: str) -> str:
     v = d.get(name)
     return "" if v is None else str(v)
@@ -159,18 +180,23 @@ def print_table(report: Report, console: Any = None) -> None:
         title += f" · {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
     title += f" · cost {q.cost}"
     console.print(shown(title, style="bold"), overflow="fold")
+    body: list[tuple[list[str], str | None]] = []
+    for row in report.rows:
+        body.append(([_key_text(report, row["key"])] + [fn(row) for _, fn in cols[1:]], None))
+        for m in row.get("models", ()):
+            body.append(([f"  └ {m['model'] or '(unknown model)'}"] + [
+                fn(m) if name not in GROUP_ONLY else "" for name, fn in cols[1:]], "dim"))
+    body.append((["Total"] + [fn(report.totals) for _, fn in cols[1:]], "bold"))
+    keep = _fit(cols, body, console.width)
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
-    for i, (name, _) in enumerate(cols):
+    for i in keep:
+        name = cols[i][0]
         table.add_column(name, justify="left" if i == 0 or name in ("basis", "started", "model") else "right",
                          overflow="fold", no_wrap=i != 0)
-    for row in report.rows:
-        table.add_row(shown(_key_text(report, row["key"])), *[shown(fn(row)) for _, fn in cols[1:]])
-        for m in row.get("models", ()):
-            table.add_row(shown(f"  └ {m['model'] or '(unknown model)'}"), *[
-                shown(fn(m)) if name not in ("failed", "intr.", "aband.", "unverified", "median $", "median time",
-                                             "started", "model") else "" for name, fn in cols[1:]], style="dim")
-    table.add_section()
-    table.add_row("Total", *[shown(fn(report.totals)) for _, fn in cols[1:]], style="bold")
+    for cells, style in body:
+        if style == "bold":
+            table.add_section()
+        table.add_row(*[shown(cells[i]) for i in keep], style=style)
     console.print(table)
 
 
