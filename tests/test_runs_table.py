@@ -80,3 +80,28 @@ def test_report_tables_keep_the_key_and_whole_numbers(tmp_path, width, kind):
             assert f"task:LOO-{1000 + i}" in res.stdout
     if "tokens" in lines[2] or "total tokens" in res.stdout:
         assert any(cell.endswith("+") for cell in total.split())  # a lower bound stays marked
+
+
+def test_show_prints_streams_attempts_tools_and_duration(tmp_path):
+    from indexhelpers import cli
+
+    home = tmp_path / "home"
+    run = make_run(home, cost=0.25, usage=((4100, 3), (12345, 410)), tools=("Bash", "Bash", "Read"))
+    res = cli("show", run.name[:12], "--home", str(home))
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "stream attempt-1/turn-1/claude-sonnet-4-5: claude-sonnet-4-5: in 12,345 · out 410" in out
+    assert "$0.2500 · final receipt" in out
+    assert "attempt attempt-1: anthropic claude-sonnet-4-5" in out
+    assert "tools: Bash ×2, Read ×1" in out
+    assert "duration: " in out and "None" not in out
+
+
+def test_duration_for_people():
+    from ledger.cli.runs_cmd import _duration
+
+    assert _duration("2026-01-01T00:00:00Z", "2026-01-01T00:01:05.25Z") == "1m 05.2s"
+    assert _duration("2026-01-01T00:00:00Z", "2026-01-01T00:00:09.5Z") == "9.5s"
+    assert _duration("2026-01-01T00:00:00Z", None) is None
+    assert _duration("2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z") is None  # a clock that went back
+    assert _duration("garbage", "2026-01-01T00:00:00Z") is None

@@ -118,14 +118,49 @@ def _print_detail(detail: dict, events: bool) -> None:
     for key in ("id", "outcome", "state", "started", "ended", "harness", "model", "surface", "host", "cwd", "path",
                 "provider_session_id", "evidence_gaps", "api_retries"):
         field(key, detail[key])
+    field("duration", _duration(detail.get("started"), detail.get("ended")))
     field("subjects", " ".join(detail["subjects"]))
     field("usage", ", ".join(f"{k}={v}" for k, v in detail["usage"].items() if v is not None))
+    # per-model streams, attempts and tools: what --json has, in lines people read
+    for st in detail.get("streams", ()):
+        counters = st.get("counters") or {}
+        parts = [f"{name} {counters[key]:,}" for key, name in STREAM_COUNTERS if isinstance(counters.get(key), int)]
+        cost = st.get("cost_usd")
+        parts.append("cost —" if cost is None else f"${cost:,.4f}")
+        parts.append("final receipt" if st.get("final_receipt") else "provisional")
+        field(f"stream {st.get('stream_id')}", f"{st.get('model') or '—'}: " + " · ".join(parts))
+    for at in detail.get("attempts", ()):
+        field(f"attempt {at.get('attempt_key')}",
+              f"{at.get('provider') or '—'} {at.get('model') or '—'}, {at.get('outcome') or 'no outcome'}")
+    tools = detail.get("tool_uses") or {}
+    if tools:
+        field("tools", ", ".join(f"{name} ×{n}" for name, n in tools.items()))
     if detail["final_answer"]:
         c.print(Text("final answer", style="bold") + ":")
         c.print(shown(detail["final_answer"], multiline=True), soft_wrap=True)
     if events:
         for ev in detail["events"]:
             c.print(shown(jsonio.dumps_compact(ev).decode()), soft_wrap=True)
+
+
+STREAM_COUNTERS = (("input_tokens", "in"), ("output_tokens", "out"), ("cache_read_tokens", "cache read"),
+                   ("cache_write_tokens", "cache write"), ("cache_write_5m_tokens", "cache write 5m"),
+                   ("cache_write_1h_tokens", "cache write 1h"), ("reasoning_tokens", "reasoning"))
+
+
+def _duration(started: str | None, ended: str | None) -> str | None:
+    """ended - started, for people (`1m 05.2s`); None when either end is unknown."""
+    from datetime import datetime
+
+    try:
+        secs = (datetime.fromisoformat(ended.replace("Z", "+00:00"))
+                - datetime.fromisoformat(started.replace("Z", "+00:00"))).total_seconds()
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if secs < 0:
+        return None
+    minutes, rest = divmod(secs, 60)
+    return f"{int(minutes)}m {rest:04.1f}s" if minutes else f"{rest:.1f}s"
 
 
 def _iter_events(path):
