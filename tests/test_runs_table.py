@@ -105,3 +105,14 @@ def test_duration_for_people():
     assert _duration("2026-01-01T00:00:00Z", None) is None
     assert _duration("2026-01-01T00:00:10Z", "2026-01-01T00:00:00Z") is None  # a clock that went back
     assert _duration("garbage", "2026-01-01T00:00:00Z") is None
+
+
+@pytest.mark.parametrize("cmd", [("runs",), ("show",), ("report",), ("index",), ("sql",), ("verify",), ()])
+def test_flags_show_no_bool_metavar(cmd):
+    """Issue 12: every flag showed a `<bool>` metavar. Ours show none (Typer's own --help still does)."""
+    from indexhelpers import cli
+
+    res = cli(*cmd, "--help")
+    assert res.exit_code == 0
+    lines = [line for line in res.stdout.splitlines() if "<bool>" in line]
+    assert all("--help" in line for line in lines), lines

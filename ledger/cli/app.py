@@ -71,7 +71,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[bool, typer.Option("--version", help="Print ledger's version and exit.",
-                                          callback=_version, is_eager=True)] = False,
+                                          callback=_version, is_eager=True, metavar="")] = False,
 ) -> None:
     """An evidence ledger for AI coding-agent runs: immutable records, an SQL index, exact cost reports."""
 

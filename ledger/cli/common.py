@@ -18,8 +18,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 HomeOpt = Annotated[Path | None, typer.Option("--home", help="Ledger home (default: $LEDGER_HOME or the user data dir).", show_default=False)]
 DbOpt = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
-CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.", metavar="")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV.", metavar="")]
 
 
 def handle_errors(fn: F) -> F:

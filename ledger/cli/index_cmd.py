@@ -18,8 +18,8 @@ HomesOpt = Annotated[list[Path] | None, typer.Option(
 def index(
     home: HomesOpt = None,
     db: DbOpt = None,
-    rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild the index from the records (atomically swapped in).")] = False,
-    full: Annotated[bool, typer.Option("--full", help="Also look into sealed shards (settled, quiet runs; normally skipped while their directory is unchanged).")] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild the index from the records (atomically swapped in).", metavar="")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Also look into sealed shards (settled, quiet runs; normally skipped while their directory is unchanged).", metavar="")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Index run records into SQLite (default: <home>/index.sqlite) or any SQLAlchemy URL.

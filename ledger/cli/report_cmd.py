@@ -43,7 +43,7 @@ def report(
     host: Annotated[ListOpt, _filter("host")] = None,
     outcome: Annotated[ListOpt, typer.Option("--outcome", help=f"{' | '.join(OUTCOMES)} (repeatable).", show_default=False)] = None,
     by: Annotated[str | None, typer.Option("--by", help=f"{' | '.join(EVALUATION_KINDS)}: the evaluation view (same as the {' / '.join(EVALUATION_KINDS)} reports).", show_default=False)] = None,
-    breakdown: Annotated[bool, typer.Option("--breakdown", help="Per-model rows under each group.")] = False,
+    breakdown: Annotated[bool, typer.Option("--breakdown", help="Per-model rows under each group.", metavar="")] = False,
     order: Annotated[str | None, typer.Option("--order", help=f"{' | '.join(ORDERS)} (default: time reports oldest first, others most expensive first).", show_default=False)] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many rows (totals still cover every matching run).", show_default=False, min=0)] = None,
     cost: Annotated[str, typer.Option("--cost", help="auto (provider's receipt, else estimate) | reported | estimated.")] = "auto",

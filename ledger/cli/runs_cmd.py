@@ -61,7 +61,7 @@ def runs(
     db: DbOpt = None,
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
-    all_: Annotated[bool, typer.Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).", metavar="")] = False,
 ) -> None:
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
@@ -83,7 +83,7 @@ def show(
     home: HomeOpt = None,
     db: DbOpt = None,
     json_: JsonOpt = False,
-    events: Annotated[bool, typer.Option("--events", help="Also print the run's events (read from the record).")] = False,
+    events: Annotated[bool, typer.Option("--events", help="Also print the run's events (read from the record).", metavar="")] = False,
 ) -> None:
     """Show one run: its snapshot, usage streams and evidence (from the index)."""
     from ledger.views import indexed_run, snapshot_detail
