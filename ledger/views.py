@@ -70,15 +70,24 @@ def indexed_runs(home: Path, db: str | None, all_: bool, notify: Any,
 
     Same selection and order as `select_runs()` over the records, same JSON.
     """
+    return indexed_selection(home, db, all_, notify, now).runs
+
+
+def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: datetime | None = None,
+                      filters: Any = None) -> Any:
+    """`indexed_runs` with filters (ledger.records.selection.RunFilter); a Selection."""
     from ledger.index import ops, queries
+    from ledger.records.selection import select
 
     url = _index(home, db, notify)
+    # the database returns the default window's candidates; an earlier --since needs them all
+    wide = all_ or (filters is not None and filters.since is not None)
 
     def read() -> list[RunSnapshot]:
         with ops.reading(url) as conn:
-            return queries.list_runs(conn, ops.home_id(conn, home), all_, now)
+            return queries.list_runs(conn, ops.home_id(conn, home), wide, now)
 
-    return select_runs(ops.read_repairing([home], url, read, notify), all_, now)
+    return select(ops.read_repairing([home], url, read, notify), all_, now, filters)
 
 
 def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSnapshot:

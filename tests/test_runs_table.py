@@ -116,3 +116,72 @@ def test_flags_show_no_bool_metavar(cmd):
     assert res.exit_code == 0
     lines = [line for line in res.stdout.splitlines() if "<bool>" in line]
     assert all("--help" in line for line in lines), lines
+
+
+def test_runs_filters_match_the_records_path(tmp_path):
+    """--since/--limit/--harness/--outcome/--subject/--skill through the index equal the same
+    selection over the records (ledger.records.selection is the one rule)."""
+    import orjson
+
+    from indexhelpers import cli, json_stream
+    from ledger.records.selection import RunFilter, parse_since, select
+    from ledger.views import scan_records
+
+    home = tmp_path / "home"
+    make_run(home, subjects=("task:LOO-1",), skill="review", harness="claude")
+    make_run(home, subjects=("task:LOO-2",), harness="codex", model="gpt-5", outcome="failed")
+    make_run(home, subjects=("task:OTHER",), outcome=None)  # running
+    old = make_run(home, subjects=("task:LOO-3",), created_at="2020-01-02T03:04:05.123456Z")
+    cases = [
+        (["--harness", "codex"], RunFilter(harness=["codex"])),
+        (["--outcome", "running"], RunFilter(outcome=["running"])),
+        (["--outcome", "failed", "--outcome", "completed"], RunFilter(outcome=["failed", "completed"])),
+        (["--subject", "task:LOO-*"], RunFilter(subject=["task:LOO-*"])),
+        (["--skill", "rev*"], RunFilter(skill=["rev*"])),
+        (["--since", "2019-12-31"], RunFilter(since=parse_since("2019-12-31"))),
+        (["--limit", "1"], RunFilter(limit=1)),
+        (["--all", "--limit", "2"], RunFilter(limit=2)),
+    ]
+    snaps, _ = scan_records(home)
+    for args, f in cases:
+        res = cli("runs", "--json", "--home", str(home), *args)
+        assert res.exit_code == 0, (args, res.output)
+        expected = select(snaps, "--all" in args, None, f).runs
+        assert res.stdout == json_stream(s.to_dict() for s in expected).decode(), args
+    ids = [r["id"] for r in orjson.loads(cli("runs", "--json", "--home", str(home), "--since", "2019-12-31").stdout)]
+    assert old.name in ids  # older than the default 7-day window: an explicit --since reaches it
+    assert old.name not in [r["id"] for r in orjson.loads(cli("runs", "--json", "--home", str(home)).stdout)]
+
+
+def test_runs_title_says_how_many_were_left_out(tmp_path):
+    from indexhelpers import cli
+
+    home = tmp_path / "home"
+    for _ in range(3):
+        make_run(home)
+    res = cli("runs", "--home", str(home), "--limit", "2")
+    assert res.exit_code == 0 and "2 of 3 runs (--limit N or --all for more)" in res.stdout
+
+
+@pytest.mark.parametrize("value", ["bogus", "2026-13-01", "7x", ""])
+def test_a_bad_since_is_a_usage_error(tmp_path, value):
+    from indexhelpers import cli
+
+    home = tmp_path / "home"
+    make_run(home)
+    res = cli("runs", "--home", str(home), "--since", value)
+    assert res.exit_code == 2 and res.stderr.startswith("Error: ") and "Hint: " in res.stderr
+
+
+def test_parse_since():
+    from datetime import datetime, timezone
+
+    from ledger.records.selection import _stamp, parse_since
+
+    now = datetime(2026, 3, 8, 12, 30, tzinfo=timezone.utc)
+    assert parse_since("7d", now) == datetime(2026, 3, 1, 12, 30, tzinfo=timezone.utc)
+    assert parse_since("24h", now) == datetime(2026, 3, 7, 12, 30, tzinfo=timezone.utc)
+    assert parse_since("today", now) == datetime(2026, 3, 8, tzinfo=timezone.utc)
+    assert parse_since("Yesterday", now) == datetime(2026, 3, 7, tzinfo=timezone.utc)
+    assert parse_since("2026-03-01", now) == datetime(2026, 3, 1, tzinfo=timezone.utc)
+    assert _stamp(parse_since("999999999d", now)) == "0001-01-01T00:00:00.000000Z"  # padded, not '1-01-01'

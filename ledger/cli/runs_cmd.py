@@ -62,18 +62,38 @@ def runs(
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
     all_: Annotated[bool, typer.Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).", metavar="")] = False,
+    since: Annotated[str | None, typer.Option("--since", help="Runs started since: YYYY-MM-DD (UTC), 7d, 24h, today, yesterday.", show_default=False)] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many runs (default 50 without --all).", min=0, show_default=False)] = None,
+    harness: Annotated[list[str] | None, typer.Option("--harness", help="Only this harness (repeatable; `*` wildcard).", show_default=False)] = None,
+    outcome: Annotated[list[str] | None, typer.Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
+    subject: Annotated[list[str] | None, typer.Option("--subject", help="Only runs with this subject, e.g. task:LOO-1 (repeatable; `*` wildcard).", show_default=False)] = None,
+    skill: Annotated[list[str] | None, typer.Option("--skill", help="Only this skill (repeatable; `*` wildcard).", show_default=False)] = None,
 ) -> None:
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
-    from ledger.views import indexed_runs
+    from ledger.errors import LedgerError
+    from ledger.records.selection import RunFilter, parse_since
+    from ledger.views import indexed_selection
 
-    chosen = indexed_runs(_home(home), db, all_, err)
+    from ledger.cli.common import UsageError
+
+    try:
+        cutoff = parse_since(since) if since is not None else None
+    except LedgerError as exc:
+        raise UsageError(exc.message, hint=exc.hint) from None
+    filters = RunFilter(harness=harness or (), outcome=outcome or (), subject=subject or (), skill=skill or (),
+                        since=cutoff, limit=limit)
+    sel = indexed_selection(_home(home), db, all_, err, filters=filters)
+    chosen = sel.runs
     if json_:
         print_json_stream(s.to_dict() for s in chosen)
     elif csv_:
         print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
     else:
-        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=_title(len(chosen)), compact=True,
+        title = _title(len(chosen))
+        if sel.hidden:
+            title = f"{len(chosen):,} of {len(chosen) + sel.hidden:,} runs (--limit N or --all for more)"
+        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=title, compact=True,
                     drop_first=DROP_FIRST)
 
 

@@ -1,28 +1,117 @@
-"""Which runs `ledger runs` shows without --all (one rule, read by the records path and the index).
+"""Which runs `ledger runs` shows (one rule, read by the records path and the index).
 
-Runs started in the last RECENT_DAYS days, newest first, at most RECENT_LIMIT, plus every
-unterminated run (running, abandoned, unknown, or unreadable: a record that cannot be read)
-whatever its age, so nothing in flight, lost or damaged is ever hidden.
+Without --all: runs started in the last RECENT_DAYS days (or since `--since`), newest first,
+at most RECENT_LIMIT (or `--limit`), plus, when no `--since` is given, every unterminated run
+(running, abandoned, unknown, or unreadable: a record that cannot be read) whatever its age,
+so nothing in flight, lost or damaged is ever hidden. Filters (harness, outcome, subject,
+skill; `*` wildcards) apply first; an outcome filter matches the outcome, or the state of a
+run that has none (running, abandoned, unknown, unreadable).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
+from fnmatch import fnmatchcase
+from typing import Iterable, Sequence
 
+from ledger.errors import LedgerError
 from ledger.records.model import RunSnapshot
 
 RECENT_DAYS = 7
 RECENT_LIMIT = 50
+_STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # the records' started text sorts like time (years >= 1000)
+
+
+@dataclass
+class RunFilter:
+    harness: Sequence[str] = ()
+    outcome: Sequence[str] = ()
+    subject: Sequence[str] = ()
+    skill: Sequence[str] = ()
+    since: datetime | None = None  # UTC
+    limit: int | None = None
+
+    def matches(self, s: RunSnapshot) -> bool:
+        def any_of(patterns: Sequence[str], values: Iterable[str | None]) -> bool:
+            vals = [v for v in values if v is not None]
+            return any(fnmatchcase(v, p) for p in patterns for v in vals)
+
+        if self.harness and not any_of(self.harness, [s.harness]):
+            return False
+        if self.outcome and not any_of(self.outcome, [s.outcome or s.state]):
+            return False
+        if self.subject and not any_of(self.subject, [x.selector for x in s.subjects]):
+            return False
+        if self.skill and not any_of(self.skill, [s.skill]):
+            return False
+        return True
+
+
+@dataclass
+class Selection:
+    runs: list[RunSnapshot]
+    hidden: int = 0  # runs of the window left out by the limit
+    filters: RunFilter = field(default_factory=RunFilter)
+
+
+def select(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = None,
+           filters: RunFilter | None = None) -> Selection:
+    f = filters or RunFilter()
+    ordered = sorted((s for s in snapshots if f.matches(s)), key=lambda s: (s.started or "", s.id), reverse=True)
+    since = _stamp(f.since) if f.since is not None else None
+    if all_:
+        chosen = [s for s in ordered if since is None or (s.started or "") >= since]
+        limit = f.limit if f.limit is not None else len(chosen)
+        return Selection(chosen[:limit], max(0, len(chosen) - limit), f)
+    now = now or datetime.now(timezone.utc)
+    cutoff = since if since is not None else (now - timedelta(days=RECENT_DAYS)).strftime(_STAMP)
+    window = [s for s in ordered if (s.started or "") >= cutoff]
+    limit = f.limit if f.limit is not None else RECENT_LIMIT
+    recent = window[:limit]
+    chosen = {s.id for s in recent}
+    extra = [] if since is not None else [s for s in ordered if s.state != "settled" and s.id not in chosen]
+    runs = sorted(recent + extra, key=lambda s: (s.started or "", s.id), reverse=True)
+    return Selection(runs, len(window) - len(recent), f)
 
 
 def select_runs(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = None) -> list[RunSnapshot]:
-    ordered = sorted(snapshots, key=lambda s: (s.started or "", s.id), reverse=True)
-    if all_:
-        return ordered
+    """The default selection (no filters): what `ledger runs` and `ledger runs --all` list."""
+    return select(snapshots, all_, now).runs
+
+
+def _stamp(d: datetime) -> str:
+    """The records' started text of `d` (UTC), zero-padded whatever the year (strftime does
+    not pad years before 1000)."""
+    d = d.astimezone(timezone.utc)
+    return (f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}."
+            f"{d.microsecond:06d}Z")
+
+
+_REL = re.compile(r"^(\d+)([dhm])$")
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """`--since`: YYYY-MM-DD (UTC midnight, like the table's UTC times), `7d` / `24h` / `30m`
+    back from now, `today` or `yesterday` (UTC). Raises LedgerError with an example."""
     now = now or datetime.now(timezone.utc)
-    cutoff = (now - timedelta(days=RECENT_DAYS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    recent = [s for s in ordered if (s.started or "") >= cutoff][:RECENT_LIMIT]
-    chosen = {s.id for s in recent}
-    extra = [s for s in ordered if s.state != "settled" and s.id not in chosen]
-    return sorted(recent + extra, key=lambda s: (s.started or "", s.id), reverse=True)
+    t = text.strip().lower()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if t == "today":
+        return midnight
+    if t == "yesterday":
+        return midnight - timedelta(days=1)
+    m = _REL.match(t)
+    if m:
+        n, unit = int(m.group(1)), m.group(2)
+        try:
+            return now - timedelta(**{{"d": "days", "h": "hours", "m": "minutes"}[unit]: n})
+        except OverflowError:
+            return datetime.min.replace(tzinfo=timezone.utc)
+    try:
+        d = datetime.strptime(t, "%Y-%m-%d")
+    except ValueError:
+        raise LedgerError(f"--since {text!r} is not a day or a duration",
+                          hint="for example `ledger runs --since 2026-03-01`, `--since 7d` or `--since yesterday`") from None
+    return d.replace(tzinfo=timezone.utc)
