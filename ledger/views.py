@@ -15,6 +15,12 @@ from typing import Any, Iterable
 from ledger.records.model import RunSnapshot, ScanProblem
 from ledger.records.selection import RECENT_DAYS, RECENT_LIMIT, select_runs  # noqa: F401 - the rule's one home
 
+def tool_results(uses: int, status: list[int] | None) -> dict[str, int]:
+    """One tool's results per status; `unknown`: uses without a result (ledger.records.verdict)."""
+    ok, err, sem = status or (0, 0, 0)
+    return {"ok": ok, "error": err, "semantic-error": sem, "unknown": max(0, uses - ok - err - sem)}
+
+
 def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     """The `ledger show --json` document: the snapshot plus its evidence details."""
     d = s.to_dict()
@@ -25,6 +31,7 @@ def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     d["api_retries"] = s.api_retries
     d["skill_invoked"] = s.skill_invoked
     d["tool_uses"] = dict(sorted(s.tool_uses.items()))
+    d["tool_results"] = {name: tool_results(n, s.tool_status.get(name)) for name, n in sorted(s.tool_uses.items())}
     d["attempts"] = s.attempts
     d["streams"] = [
         {"stream_id": st.stream_id, "provider": st.provider, "model": st.model,

@@ -54,7 +54,9 @@ def copy_batch(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables
                     for alias in aliases:
                         if table.name == "tool_uses":
                             raw.execute(f'INSERT INTO main."tool_uses" ({cols}) SELECT t.home_id, t.run_id, '
-                                        f'j.key, j.value FROM {alias}."{TOOLS_JSON}" AS t, json_each(t.tools) AS j')
+                                        f"j.key, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), "
+                                        f"json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]') "
+                                        f'FROM {alias}."{TOOLS_JSON}" AS t, json_each(t.tools) AS j')
                         raw.execute(f'INSERT INTO main."{table.name}" ({cols}) '
                                     f'SELECT {cols} FROM {alias}."{table.name}"')
                 rows = out[table.name]

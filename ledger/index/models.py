@@ -103,6 +103,15 @@ class Run(Base):
     final_answer_exact: Mapped[bool | None] = mapped_column(Boolean)
     api_retries: Mapped[int] = mapped_column(Integer)
     skill_invoked: Mapped[bool | None] = mapped_column(Boolean)
+    # migration 0004: the verdict (ledger.records.verdict; None: no verdict yet) and the
+    # tool results per status (a use without a result is unknown: tool_calls minus these)
+    ok: Mapped[bool | None] = mapped_column(Boolean)
+    error_kind: Mapped[str | None] = mapped_column(Text)
+    error_detail: Mapped[str | None] = mapped_column(Text)
+    tool_calls: Mapped[int] = mapped_column(Integer, server_default="0")
+    tool_ok: Mapped[int] = mapped_column(Integer, server_default="0")
+    tool_errors: Mapped[int] = mapped_column(Integer, server_default="0")
+    tool_semantic_errors: Mapped[int] = mapped_column(Integer, server_default="0")
     path: Mapped[str] = mapped_column(Text)
     indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
@@ -190,6 +199,10 @@ class ToolUse(Base):
     run_id: Mapped[str] = mapped_column(Text, primary_key=True)
     tool_name: Mapped[str] = mapped_column(Text, primary_key=True)
     uses: Mapped[int] = mapped_column(Integer)
+    # migration 0004: results per status (uses minus these: no result seen, unknown)
+    ok: Mapped[int] = mapped_column(Integer, server_default="0")
+    errors: Mapped[int] = mapped_column(Integer, server_default="0")
+    semantic_errors: Mapped[int] = mapped_column(Integer, server_default="0")
 
     __table_args__ = (_run_fk("tool_uses"), Index("ix_tool_uses_tool_name", "tool_name"))
 

@@ -31,6 +31,7 @@ from ledger.records.fold import OVERFLOW, _known, reduce_usage
 from ledger.records.liveness import liveness
 from ledger.records.model import I64_MAX, MAX_ACROSS_STREAMS, ScanProblem
 from ledger.records.timefmt import is_canonical_utc, parse_rfc3339
+from ledger.records.verdict import judge
 
 runs_t = Run.__table__
 subjects_t = RunSubject.__table__
@@ -305,6 +306,20 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
     pid, ticks = _launcher_cols(manifest.launcher)
     rid = manifest.run_id
     skill_invoked = state["skill_invoked"]
+    record_gaps = u.gaps + (0 if context_ok else 1) + (0 if terminal.valid else 1)
+    gaps = record_gaps + rewrites
+    # judged on the record's own gaps (as the records reader does): a rewrite only the index saw
+    # shows in evidence_gaps, not in the verdict
+    verdict = judge(state=live, outcome=terminal.outcome if terminal.valid else None, result=state["result"],
+                    evidence_gaps=record_gaps,
+                    skill_invoked=skill_invoked if isinstance(skill_invoked, bool) else None)
+    tools = state["tools"]
+    status = state.get("tool_status") or {}
+    t_ok = t_err = t_sem = 0
+    for name, c in status.items():
+        if name not in tools:
+            continue  # (a result without its use: not counted)
+        t_ok, t_err, t_sem = t_ok + c[0], t_err + c[1], t_sem + c[2]
     out["runs"].append((
         home_id, rid, manifest.parent_run_id,
         enc_datetime(created, manifest.created_at) if encode else created,
@@ -313,13 +328,14 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         manifest.harness, manifest.model, manifest.surface, manifest.repo, manifest.worktree, manifest.skill,
         manifest.cwd, manifest.host or None, manifest.boot_id, pid, ticks,
         terminal.outcome if terminal.valid else None, B(terminal.present), live,
-        u.gaps + (0 if context_ok else 1) + (0 if terminal.valid else 1) + rewrites, u.gaps, rewrites,
+        gaps, u.gaps, rewrites,
         u.streams, u.final_streams, u.input_tokens, u.output_tokens, u.total_input_tokens, u.peak_input_tokens,
         u.context_window_tokens, u.reasoning_tokens, u.cache_read_tokens, u.cache_write_tokens,
         _extra_counter_total(state, "cache_write_5m_tokens"), _extra_counter_total(state, "cache_write_1h_tokens"),
         u.cost_usd, provider_session or state["session"], state["answer"], B(state.get("answer_exact")),
         _int_or(state["retries"], 0), B(skill_invoked) if isinstance(skill_invoked, bool) else None,
-        path, (now_text(now) if encode else now),
+        B(verdict.ok), verdict.error_kind, verdict.error_detail, _int_or(sum(tools.values()), 0), t_ok, t_err,
+        t_sem, path, (now_text(now) if encode else now),
     ))
     rows = out["subjects"]
     for pos, subj in enumerate(manifest.subjects):
@@ -334,15 +350,19 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         rows.append((home_id, rid, sid, _text(st["provider"]), _text(st["model"]), _text(st["attempt"]),
                      _text(st["turn"]), st["n"], B(bool(st["final"])),
                      *[_known(c[name]) if name in c else None for name in COUNTER_COLUMNS], st["cost"]))
-    tools = state["tools"]
     if tools and TOOLS_JSON in out:  # scratch transport: one JSON object per run, expanded by SQLite
-        text = orjson.dumps(tools, option=orjson.OPT_SORT_KEYS).decode()
+        # {tool: [uses, ok, errors, semantic_errors]}
+        text = orjson.dumps({t: [n, *status.get(t, _NO_STATUS)] for t, n in tools.items()},
+                            option=orjson.OPT_SORT_KEYS).decode()
         if "\\u0000" not in text:  # (SQLite's JSON cuts a key at an escaped NUL: those go as rows)
             out[TOOLS_JSON].append((home_id, rid, text))
             tools = {}
     rows = out["tool_uses"]
     for tool, n in sorted(tools.items()):
-        rows.append((home_id, rid, tool, n))
+        rows.append((home_id, rid, tool, n, *status.get(tool, _NO_STATUS)))
+
+
+_NO_STATUS = (0, 0, 0)
 
 
 # The row builders above write tuples in these column orders: checked against the models at
@@ -354,7 +374,8 @@ _RUN_COLS = (
     "final_streams", "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
     "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
     "cache_write_5m_tokens", "cache_write_1h_tokens", "cost_usd", "provider_session_id", "final_answer",
-    "final_answer_exact", "api_retries", "skill_invoked", "path", "indexed_at",
+    "final_answer_exact", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail", "tool_calls",
+    "tool_ok", "tool_errors", "tool_semantic_errors", "path", "indexed_at",
 )
 EXPECTED_COLS = {
     "runs": _RUN_COLS,
@@ -362,7 +383,7 @@ EXPECTED_COLS = {
     "attempts": ("home_id", "run_id", "attempt_key", "provider", "model", "started_at", "finished_at", "outcome"),
     "usage_streams": ("home_id", "run_id", "stream_id", "provider", "model", "attempt_key", "turn_key",
                       "observations", "final_receipt", *COUNTER_COLUMNS, "cost_usd"),
-    "tool_uses": ("home_id", "run_id", "tool_name", "uses"),
+    "tool_uses": ("home_id", "run_id", "tool_name", "uses", "ok", "errors", "semantic_errors"),
     "index_cursors": ("home_id", "run_id", "shard", "status", "problem", "problem_path", "settled", "racy",
                       "dir_sig", "events_sig", "files_sig", "context_sig", "context_ok", "events_ino",
                       "events_offset", "torn", "prefix_len", "prefix_sha256", "record_rewrites", "fold_state",

@@ -20,12 +20,13 @@ from ledger.errors import AmbiguousRun, LedgerError, RecordError, RunNotFound
 from ledger.index.indexer import launcher_dict
 from ledger.index.models import IndexCursor, Run, RunSubject
 from ledger.records.selection import RECENT_DAYS
-from ledger.records.fold import stream_totals
+from ledger.records.fold import new_state, stream_totals
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
 from ledger.records.model import INT_COUNTERS, RunSnapshot, Subject, UsageTotals
 from ledger.records.reader import unreadable_snapshot
 from ledger.records.timefmt import format_utc
+from ledger.records.verdict import Verdict, judge
 
 runs_t = Run.__table__
 subjects_t = RunSubject.__table__
@@ -36,7 +37,7 @@ _COLS = [runs_t.c[n] for n in (
     "run_id", "parent_run_id", "repo", "worktree", "skill", "outcome", "created_at", "ended_at", "streams",
     "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "settled",
     "host", "boot_id", "launcher_pid", "launcher_start_ticks", "cwd", "path", "provider_session_id",
-    "final_answer", "api_retries", "skill_invoked")]
+    "final_answer", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail")]
 
 
 def _state(r: Any) -> str:
@@ -46,14 +47,20 @@ def _state(r: Any) -> str:
 
 
 def _snapshot(r: Any, subjects: list[Subject]) -> RunSnapshot:
+    state = _state(r)
+    if r.settled:
+        verdict = Verdict(r.ok, r.error_kind, r.error_detail)
+    else:  # liveness is recomputed here: so is the verdict that follows it
+        verdict = judge(state=state, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
     usage = UsageTotals(streams=r.streams, final_streams=r.final_streams, gaps=r.usage_gaps,
                         cost_usd=r.cost_usd, **{n: getattr(r, n) for n in _USAGE})
     return RunSnapshot(
         id=r.run_id, parent_run_id=r.parent_run_id, repo=r.repo, worktree=r.worktree, subjects=subjects,
         skill=r.skill, outcome=r.outcome, started=format_utc(r.created_at), ended=format_utc(r.ended_at),
         usage=usage, evidence_gaps=r.evidence_gaps, harness=r.harness, model=r.model, surface=r.surface,
-        state=_state(r), host=r.host, cwd=r.cwd, path=r.path, provider_session_id=r.provider_session_id,
+        state=state, host=r.host, cwd=r.cwd, path=r.path, provider_session_id=r.provider_session_id,
         final_answer=r.final_answer, api_retries=r.api_retries, skill_invoked=r.skill_invoked,
+        ok=verdict.ok, error_kind=verdict.error_kind, error_detail=verdict.error_detail,
     )
 
 
@@ -129,11 +136,12 @@ def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     snap = _snapshot(row, _subjects(conn, home_id, subjects_t.c.run_id == run_id).get(run_id, []))
     c = cursors_t.c
     raw = conn.execute(sa.select(c.fold_state).where(c.home_id == home_id, c.run_id == run_id)).scalar_one()
-    state = orjson.loads(raw)
+    state = orjson.loads(raw) if raw is not None else new_state()  # (None: to be re-read, migration 0004)
     snap.streams = stream_totals(state)
     snap.attempts = sorted(state["attempts"].values(), key=lambda a: a["attempt_key"])
     snap.tool_uses = dict(state["tools"])
     snap.api_retries = state["retries"]
     snap.skill_invoked = state["skill_invoked"]
     snap.final_answer = state["answer"]
+    snap.tool_status = dict(state.get("tool_status") or {})
     return snap

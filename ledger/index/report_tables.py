@@ -95,6 +95,15 @@ class ReportFact(Base):
     cost_reported_partial: Mapped[float | None] = mapped_column(Double)
     cost_estimated_partial: Mapped[float | None] = mapped_column(Double)
     cost_auto_partial: Mapped[float | None] = mapped_column(Double)
+    # migration 0004: the verdict counts of the evaluation view, run-level (first row only):
+    # judged (a verdict exists), ok, skill_expected (skill_invoked known), skill_invoked,
+    # tool_calls and tool_errors (error + semantic-error results)
+    judged: Mapped[int] = mapped_column(SmallInteger, server_default="0")
+    ok: Mapped[int] = mapped_column(SmallInteger, server_default="0")
+    skill_expected: Mapped[int] = mapped_column(SmallInteger, server_default="0")
+    skill_invoked: Mapped[int] = mapped_column(SmallInteger, server_default="0")
+    tool_calls: Mapped[int] = mapped_column(Integer, server_default="0")
+    tool_errors: Mapped[int] = mapped_column(Integer, server_default="0")
 
     __table_args__ = (
         # by run (sync, joins). Not including `first`: SQLite would then scan this index

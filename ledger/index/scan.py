@@ -20,6 +20,7 @@ from ledger.records import reader
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
 from ledger.records.model import ScanProblem
+from ledger.records.verdict import judge
 
 if TYPE_CHECKING:
     from ledger.index.sources import PassContext
@@ -322,7 +323,10 @@ class RunScan:
                             live = liveness(u.host or "", u.boot_id, launcher_dict(u.launcher_pid,
                                                                                   u.launcher_start_ticks))
                             if live != u.state:
-                                relive.append({"h": home_id, "r": name, "state": live})
+                                # an unsettled run's verdict follows its liveness alone
+                                v = judge(state=live, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
+                                relive.append({"h": home_id, "r": name, "state": live, "ok": v.ok,
+                                               "ek": v.error_kind, "ed": v.error_detail})
                         if not racy:
                             s.unchanged += 1
                             continue
@@ -348,7 +352,9 @@ class RunScan:
             with ctx.txn():
                 ctx.conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
                                                          runs_t.c.run_id == sa.bindparam("r"))
-                                 .values(state=sa.bindparam("state")), self.relive)
+                                 .values(state=sa.bindparam("state"), ok=sa.bindparam("ok"),
+                                         error_kind=sa.bindparam("ek"), error_detail=sa.bindparam("ed")),
+                                 self.relive)
         rows = self.shard_rows
         self.changed = [{"home_id": ctx.home_id, "shard": sd, "dir_sig": st.dir_sig, "sealed": st.sealed,
                          "runs": st.runs}

@@ -99,6 +99,7 @@ def new_state() -> dict[str, Any]:
         "seq": None, "gaps": 0, "lines": 0, "streams": {}, "attempts": {}, "session": None,
         "tools": {}, "retries": 0, "result": None, "turns": {}, "answer": None,
         "answer_exact": None, "skill_invoked": None,
+        "tool_status": {},  # tool name -> [ok, error, semantic-error] results (verdict.py)
     }
 
 
@@ -204,6 +205,9 @@ def _fold_conversation(state: dict[str, Any], ev: dict[str, Any]) -> None:
     if not isinstance(inner, dict):
         return
     kind = inner.get("type")
+    if kind == "tool_result":  # ledger's addition: one tool use's result status
+        _fold_tool_result(state, inner)
+        return
     turn_id = str(inner.get("turn_id"))
     turns = state["turns"]
     turn = turns.setdefault(turn_id, {"final": None, "msg": None, "deltas": ""})
@@ -229,6 +233,21 @@ def _fold_conversation(state: dict[str, Any], ev: dict[str, Any]) -> None:
                 state["answer"], state["answer_exact"] = turn["msg"], True
             elif turn["deltas"]:
                 state["answer"], state["answer_exact"] = turn["deltas"], False
+
+
+_STATUS_POS = {"ok": 0, "error": 1, "semantic-error": 2}
+
+
+def _fold_tool_result(state: dict[str, Any], inner: dict[str, Any]) -> None:
+    status = inner.get("status")
+    pos = _STATUS_POS.get(status) if type(status) is str else None
+    if pos is None:
+        return  # unknown status: the use stays unknown
+    name = inner.get("name")
+    if type(name) is not str:
+        name = str(name)
+    counts = state.setdefault("tool_status", {}).setdefault(name, [0, 0, 0])
+    counts[pos] += 1
 
 
 def fold_event(state: dict[str, Any], ev: Any) -> None:
@@ -289,7 +308,16 @@ def _fold_body(state: dict[str, Any], ev: dict[str, Any], kind: Any) -> None:
         duration = ev.get("duration_secs")
         if type(duration) not in (int, float) or not math.isfinite(duration):
             duration = None
-        state["result"] = {"outcome": _str(ev.get("outcome")), "duration_secs": duration}
+        reasons = ev.get("evidence_reasons")
+        state["result"] = {
+            "outcome": _str(ev.get("outcome")), "duration_secs": duration,
+            # ledger additions the verdict reads (ledger.records.verdict)
+            "stop_reason": _str(ev.get("stop_reason")), "stopped_by": _str(ev.get("stopped_by")),
+            "evidence": _str(ev.get("evidence")),
+            "evidence_reason": _str(reasons[0]) if type(reasons) is list and reasons else None,
+            "error": (_str(ev.get("error")) or "")[:1000] or None, "expected_skill": _str(ev.get("expected_skill")),
+            "exit_code": ev.get("exit_code") if type(ev.get("exit_code")) is int else None,
+        }
         # ledger additions on the result event (optional for v1 readers)
         retries = ev.get("api_retries")
         if type(retries) is int and 0 <= retries <= I64_MAX:

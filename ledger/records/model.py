@@ -164,6 +164,11 @@ class RunSnapshot:
     tool_uses: dict[str, int] = field(default_factory=dict)
     api_retries: int = 0
     skill_invoked: bool | None = None
+    # the verdict (ledger.records.verdict) and tool results per tool: [ok, error, semantic-error]
+    ok: bool | None = None
+    error_kind: str | None = None
+    error_detail: str | None = None
+    tool_status: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,6 +188,10 @@ class RunSnapshot:
             "model": self.model,
             "surface": self.surface,
             "host": self.host,
+            "ok": self.ok,
+            "error_kind": self.error_kind,
+            "error_detail": self.error_detail,
+            "skill_invoked": self.skill_invoked,
         }
 
 

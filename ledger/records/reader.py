@@ -22,6 +22,7 @@ from ledger.records.model import (
     OUTCOMES, SCHEMA_VERSION, Manifest, RunSnapshot, ScanProblem, Subject, UsageTotals,
 )
 from ledger.records.timefmt import format_utc, is_canonical_utc, parse_rfc3339
+from ledger.records.verdict import judge
 
 MANIFEST = "manifest.json"
 CONTEXT = "context.json"
@@ -239,6 +240,9 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
     else:
         state_name = liveness(manifest.host, manifest.boot_id, manifest.launcher)
     attempts = sorted(state["attempts"].values(), key=lambda a: a["attempt_key"])
+    skill_invoked = state["skill_invoked"] if isinstance(state["skill_invoked"], bool) else None
+    verdict = judge(state=state_name, outcome=terminal.outcome if terminal.valid else None,
+                    result=state["result"], evidence_gaps=gaps, skill_invoked=skill_invoked)
     return RunSnapshot(
         id=manifest.run_id, parent_run_id=manifest.parent_run_id, repo=manifest.repo,
         worktree=manifest.worktree, subjects=manifest.subjects, skill=manifest.skill,
@@ -249,7 +253,8 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
         path=run_path, provider_session_id=provider_session or state["session"],
         final_answer=state["answer"], streams=stream_totals(state), attempts=attempts,
         tool_uses=dict(state["tools"]), api_retries=state["retries"],
-        skill_invoked=state["skill_invoked"],
+        skill_invoked=state["skill_invoked"], ok=verdict.ok, error_kind=verdict.error_kind,
+        error_detail=verdict.error_detail, tool_status=dict(state.get("tool_status") or {}),
     )
 
 
