@@ -30,7 +30,7 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--model": ("model", "value"), "--timeout": ("timeout", "value"), "--home": ("home", "value"),
     "--json": ("json", "flag"), "--redact": ("redact", "multi"), "--expect-skill": ("expect_skill", "value"),
     "--max-cost": ("max_cost", "value"), "--progress": ("progress", "flag"),
-    "--no-progress": ("no_progress", "flag"),
+    "--no-progress": ("no_progress", "flag"), "--no-fail": ("no_fail", "flag"),
 }
 HARNESS_CHOICES = ("auto", *HARNESSES)
 
@@ -95,7 +95,8 @@ def run(ctx: typer.Context) -> None:
 
     ledger reads the agent's stdout itself, keeps the redacted raw stream as evidence, maps
     it to usage and conversation events, and exits with the agent's exit code (124 on
-    --timeout, 125 on --max-cost, 128+N when stopped by signal N). For agents the final
+    --timeout, 125 on --max-cost, 128+N when stopped by signal N, 123 when the
+    --expect-skill skill was not invoked). For agents the final
     answer is printed on stdout; a plain command's stdout passes through unchanged (to
     stderr with --json, so that stdout holds one JSON object).
 
@@ -113,7 +114,10 @@ def run(ctx: typer.Context) -> None:
       --json                  print one JSON object: run id, outcome, tokens, cost, evidence
       --redact NAME           another env var whose value must never be persisted (repeatable)
       --expect-skill NAME     skill-not-invoked unless the stream proves a successful
-                              Skill tool call of NAME
+                              Skill tool call of NAME; the run then exits 123 (when the
+                              agent itself exited 0)
+      --no-fail               with --expect-skill: exit with the agent's own code (the
+                              verdict is recorded all the same)
       --max-cost USD          stop the agent once its running cost passes USD (estimated
                               from the tokens seen so far: Claude reports them as it goes,
                               Codex and Gemini only at the end)
@@ -152,7 +156,7 @@ def execute(args: list[str]) -> int:
     result = launch(RunOptions(
         argv=command, home=resolve_home(opts.get("home")), harness=harness, subjects=opts["subject"],
         skill=opts.get("skill"), model=opts.get("model"), timeout=timeout, redact=opts["redact"],
-        expect_skill=opts.get("expect_skill"), max_cost=max_cost, progress=progress, json_output=json_,
+        expect_skill=opts.get("expect_skill"), fail_on_skill=not opts.get("no_fail"), max_cost=max_cost, progress=progress, json_output=json_,
         nice=RUN_NICE,
     ))
     if json_:
@@ -170,6 +174,8 @@ def execute(args: list[str]) -> int:
         elif result.outcome != "completed" and result.harness != COMMAND:
             why = result.stop_reason or result.error or (result.evidence_reasons[0] if result.evidence_reasons else None)
             print(plain(f"ledger: run {result.run_id} {result.outcome}" + (f" ({why})" if why else "")), file=sys.stderr)
+        elif result.verdict.error_kind == "skill-not-invoked":
+            print(plain(f"ledger: run {result.run_id} not ok: {result.verdict.error_detail}"), file=sys.stderr)
     return result.exit_code
 
 

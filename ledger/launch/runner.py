@@ -40,6 +40,7 @@ from ledger.launch.process import ChildProcess, _write_all, exit_code_for
 from ledger.launch.progress import Progress
 from ledger.launch.redact import Redactor
 from ledger.launch.sessions import SessionStore
+from ledger.records.verdict import NO_VERDICT, Verdict, judge
 
 STREAM_BLOB = "streams/stdout.jsonl"
 STDOUT_TAIL_BLOB = "streams/stdout-tail.txt"
@@ -47,6 +48,9 @@ STDERR_TAIL_BLOB = "streams/stderr-tail.txt"
 TICK_SECS = 0.1
 EXIT_TIMEOUT = 124
 EXIT_MAX_COST = 125
+# --expect-skill: the agent exited 0 but the skill was never successfully invoked (the
+# verdict skill-not-invoked); RunOptions.fail_on_skill=False (`--no-fail`) keeps the agent's 0
+EXIT_SKILL_NOT_INVOKED = 123
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _SKIP_PERMISSION_FLAGS = ("--dangerously-skip-permissions", "--dangerously-bypass-approvals-and-sandbox",
                           "--yolo", "-y")
@@ -63,6 +67,7 @@ class RunOptions:
     timeout: float | None = None
     redact: Sequence[str] = ()
     expect_skill: str | None = None
+    fail_on_skill: bool = True            # exit EXIT_SKILL_NOT_INVOKED when the skill was not invoked
     max_cost: float | None = None
     progress: bool | None = None          # None: when stderr is a terminal
     json_output: bool = False
@@ -103,6 +108,7 @@ class RunResult:
     raw_stream: dict[str, Any] | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict = NO_VERDICT  # ledger.records.verdict, judged from what the launch saw
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +121,7 @@ class RunResult:
             "skill_invoked": self.skill_invoked, "usage_streams": self.streams,
             "final_streams": self.final_streams, "raw_stream": self.raw_stream,
             "final_answer": self.final_answer, "error": self.error, **self.extra,
+            "ok": self.verdict.ok, "error_kind": self.verdict.error_kind, "error_detail": self.verdict.error_detail,
         }
 
 
@@ -325,7 +332,9 @@ class Launcher:
             outcome=outcome, exit_code=code, returncode=None, stop_reason=stop_reason, duration_secs=duration,
             evidence=evidence, evidence_reasons=reasons, tokens={}, cost_usd=None, cost_basis=None,
             cost_note=None, final_answer=None, provider_session_id=None, api_retries=0,
-            skill_invoked=adapter.skill_invoked, final_streams=0, streams=0, error=msg)
+            skill_invoked=adapter.skill_invoked, final_streams=0, streams=0, error=msg,
+            verdict=judge(state="settled", outcome=outcome, evidence_gaps=0, skill_invoked=adapter.skill_invoked,
+                          result={"stop_reason": stop_reason, "error": msg, "exit_code": code}))
 
     def _consume(self, capture: Any, adapter: Adapter, child: ChildProcess, started: float,
                  parses: bool, passthrough_fd: int | None) -> RunResult:
@@ -539,6 +548,8 @@ class Launcher:
             exit_code = EXIT_MAX_COST
         else:
             exit_code = exit_code_for(rc)
+        if exit_code == 0 and adapter.skill_invoked is False and self.o.fail_on_skill:
+            exit_code = EXIT_SKILL_NOT_INVOKED
         if adapter.provider is not None:
             capture.emit("provider_attempt_finished", attempt_key=adapter.attempt_key,
                          outcome=outcome)
@@ -567,6 +578,11 @@ class Launcher:
             error=red.text(error) if error else None, command=[red.text(a) for a in self.argv],
             **fields,
         )
+        verdict = judge(state="settled", outcome=outcome, evidence_gaps=0, skill_invoked=adapter.skill_invoked,
+                        result={"stop_reason": stop_reason, "stopped_by": child.stopped_by, "evidence": evidence,
+                                "evidence_reason": red.text(reasons[0]) if reasons else None,
+                                "error": red.text(error) if error else None, "exit_code": exit_code,
+                                "expected_skill": self.o.expect_skill})
         try:
             capture.settle(outcome)
         except OSError as exc:  # the agent's exit status still wins; say what was not kept
@@ -581,7 +597,7 @@ class Launcher:
             api_retries=adapter.stats.api_retries, skill_invoked=adapter.skill_invoked,
             final_streams=adapter.final_streams(), streams=len(adapter.books), raw_stream=fields.get("raw_stream"),
             error=red.text(error) if error else None,
-            extra={"max_cost": max_cost_hit} if max_cost_hit else {},
+            extra={"max_cost": max_cost_hit} if max_cost_hit else {}, verdict=verdict,
         )
 
     def _blob(self, capture: Any, rel: str, tail: TailBuffer) -> dict[str, Any] | None:

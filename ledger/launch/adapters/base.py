@@ -303,6 +303,12 @@ class Adapter:
         self.stats.changed = True
         self.sink.emit("tool_use", name=str(name), summary=summarize_input(name, inp, self.redactor))
 
+    def emit_tool_result(self, turn_id: str, tool_use_id: str, name: str, status: str) -> None:
+        """One tool use's result status (ledger.records.verdict.tool_status) as a conversation
+        event: a v1 reader skips conversation event types it does not know."""
+        self.sink.emit("conversation", event={"type": "tool_result", "turn_id": turn_id, "tool_use_id": tool_use_id,
+                                              "name": name, "status": status})
+
     def emit_final_answer(self, turn_id: str, text: str | None, completed: bool) -> None:
         """Conversation events so the reader's final-answer fold finds the answer."""
         if text is not None and completed:

@@ -18,6 +18,9 @@ Counting rules (DESIGN §3, reference/stream-formats.md §A; measured with 2.1.3
 * Outcome: `is_error` first, then `subtype` (`success` -> completed; `error_max_turns`,
   `error_during_execution`, ... -> failed).
 * `system/api_retry` lines are counted (`api_retries` on the result event).
+* Each `tool_result` block (in `user` lines) gets its status (ledger.records.verdict:
+  `error` when `is_error`, `semantic-error` for an MCP tool's error envelope, else `ok`),
+  written as a `conversation` event of type `tool_result`.
 * Verification: exactly one `result`, and nothing but `system` lines after it.
 * Token shape: input_tokens = uncached input; cache_read_tokens = cache_read_input_tokens;
   cache_write_tokens = cache_creation_input_tokens (+ the 5m/1h split when it accounts for
@@ -30,6 +33,7 @@ import re
 from typing import Any
 
 from ledger.launch.adapters.base import Adapter, as_cost, as_count, option_value, with_total_input
+from ledger.records.verdict import tool_status
 
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder for locally made messages
 _LINE_FIELDS = (("input_tokens", "input_tokens"), ("cache_read_input_tokens", "cache_read_tokens"),
@@ -345,9 +349,12 @@ class ClaudeAdapter(Adapter):
             tid = block.get("tool_use_id")
             if not isinstance(tid, str):
                 continue
-            self._pending_tools.pop(tid, None)
+            name = self._pending_tools.pop(tid, None)
+            failed = block.get("is_error") is True or meta_failed
+            if name is not None:
+                self.emit_tool_result(f"turn-{self.turn}", tid, name, tool_status(name, failed, block.get("content")))
             skill = self._pending_skills.pop(tid, None)
-            if skill is not None and block.get("is_error") is not True and not meta_failed:
+            if skill is not None and not failed:
                 self.skills_ok.append(skill)
 
     # -- the result -----------------------------------------------------------------------
