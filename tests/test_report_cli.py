@@ -261,7 +261,9 @@ def test_json_and_csv_fields_are_stable(home, db_url):
         "model", "runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
         "reasoning_tokens", "total_tokens", "cost_usd", "cost_basis", "cost_usd_known", "unmeasured_cost_runs"]
     ev, _ = report_json("subject", "--db", db_url)
-    assert list(ev["rows"][0]) == row_fields + ["median_cost_usd", "median_duration_ms"]
+    assert list(ev["rows"][0]) == row_fields + ["median_cost_usd", "median_duration_ms", "judged_runs", "ok_runs",
+                                                "ok_rate", "skill_expected_runs", "skill_invoked_runs",
+                                                "skill_invoked_rate", "tool_calls", "tool_errors", "tool_error_rate"]
     run, _ = report_json("run", "--db", db_url)
     assert list(run["rows"][0]) == row_fields + ["started", "harness", "model", "outcome", "duration_ms"]
     assert run["rows"][0]["started"] == "2026-03-08T10:00:00Z"

@@ -139,3 +139,34 @@ def test_failing_bash_tool_result_is_error(need_claude, home, tmp_path):
                 "FROM runs_v", "--json")
     assert json.loads(q.stdout) == [{"tool_calls": 2, "tool_ok": 1, "tool_errors": 1, "tool_semantic_errors": 0,
                                      "tool_unknown": 0}]
+
+
+MCP_SERVER = REPO / "tests" / "mcp_error_server.py"
+MCP_REPLIES = ['{"error": "no such repo"}', "error: index is stale", '{"result": 42}']
+
+
+def mcp_argv(prompt: str) -> list[str]:
+    """claude_argv with the stdio MCP server of tests/mcp_error_server.py as `errsrv`."""
+    cfg = json.dumps({"mcpServers": {"errsrv": {"command": sys.executable, "args": [str(MCP_SERVER)]}}})
+    return claude_argv(prompt, allowed_tools=("mcp__errsrv__lookup",),
+                       extra_args=["--mcp-config", cfg, "--strict-mcp-config"])
+
+
+def test_mcp_error_envelope_is_semantic_error(need_claude, home, tmp_path):
+    """A real MCP server answering over a successful transport: an error envelope (a JSON
+    object with a string `error`, or text starting `error:`) is semantic-error, the rest ok."""
+    script = [tool_call("mcp__errsrv__lookup", {"reply": r}) for r in MCP_REPLIES] + [answer("Looked up.")]
+    with MockProvider(script) as mp:
+        p, doc = _run(home, claude_env(tmp_path, mp), agent_cwd(tmp_path), mcp_argv("look it up"))
+    assert p.returncode == 0, p.stderr
+    raw = [json.loads(line) for line in (Path(doc["path"]) / "streams" / "stdout.jsonl").read_bytes().splitlines()]
+    blocks = [b for o in raw if o.get("type") == "user" for b in o["message"]["content"]
+              if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert [b["content"][0]["text"] for b in blocks] == MCP_REPLIES  # through the real MCP transport
+    assert not any(b.get("is_error") for b in blocks)
+    results = [e["event"]["status"] for e in events(doc["path"])
+               if e["type"] == "conversation" and e["event"]["type"] == "tool_result"]
+    assert results == ["semantic-error", "semantic-error", "ok"]
+    assert read_run(doc["path"]).tool_status == {"mcp__errsrv__lookup": [1, 0, 2]}
+    _, shown = _indexed(home, doc["run_id"])
+    assert shown["tool_results"] == {"mcp__errsrv__lookup": {"ok": 1, "error": 0, "semantic-error": 2, "unknown": 0}}

@@ -21,13 +21,14 @@ from ledger.index.models import RunSubject
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
 from ledger.report.kinds import EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, known_outcome
-from ledger.report.sync import TOKEN_COLUMNS, keys_in
+from ledger.report.sync import TOKEN_COLUMNS, VERDICT_FACTS, keys_in
 from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot
 
 TOKENS = TOKEN_COLUMNS
 # total_tokens = input + output + cache read + cache write (output already includes reasoning)
 TOTAL_PARTS = TOKENS[:4]
 COST_DIGITS = 10
+RATE_DIGITS = 6
 
 facts_t = ReportFact.__table__
 slots_t = ReportSlot.__table__
@@ -139,13 +140,14 @@ def _num(v: Any) -> Any:
 class Agg:
     """The mergeable aggregate of a group (and of its models with --breakdown)."""
 
-    __slots__ = ("v", "models", "costs", "durations")
+    __slots__ = ("v", "models", "costs", "durations", "verdicts")
 
     def __init__(self) -> None:
         self.v: list[Any] = [None] * N_RUN
         self.models: dict[str | None, list[Any]] = {}
         self.costs: list[float] = []
         self.durations: list[int] = []
+        self.verdicts: list[int] = [0] * len(VERDICT_FACTS)  # the evaluation view's (_verdicts)
 
     def add(self, row: Sequence[Any], start: int = 0) -> None:
         _merge(self.v, row, start, _RUN_OPS)
@@ -197,6 +199,7 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
     if q.evaluation:
         d["median_cost_usd"] = round(statistics.median(agg.costs), COST_DIGITS) if agg.costs else None
         d["median_duration_ms"] = int(statistics.median(agg.durations)) if agg.durations else None
+        d.update(_verdict_fields(agg.verdicts))
     if q.breakdown:
         models = []
         for m, mv in agg.models.items():
@@ -452,6 +455,7 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
             totals.merge(agg)
     if q.evaluation:
         _medians(conn, q, conds, groups, totals)
+        _verdicts(conn, q, conds, groups, totals)
     return _finish(q, groups, totals, conn, conds, t0, col.info)
 
 
@@ -633,6 +637,33 @@ def _medians(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg]
                 target.costs.append(float(cost))
             if dur is not None:
                 target.durations.append(int(dur))
+
+
+def _verdicts(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg], totals: Agg) -> None:
+    """Per group and overall: the verdict counts of the evaluation view (a run with further
+    subjects counts in their groups too, once in the totals)."""
+    f = facts_t.c
+    more = _more_subjects(conn) if q.kind == "subject" else {}
+    stmt = sa.select(_key_column(q, SLOT_SECONDS), f.home_id, f.run_id, *(f[n] for n in VERDICT_FACTS)).where(
+        f.first == 1, *conds)
+    for k, h, rid, *counts in conn.execute(stmt):
+        for target in [groups.get(k), totals] + [groups.get(sel) for sel in more.get((h, rid), ())]:
+            if target is not None:
+                target.verdicts = [a + int(b or 0) for a, b in zip(target.verdicts, counts)]
+
+
+def _rate(n: int, of: int) -> float | None:
+    return round(n / of, RATE_DIGITS) if of else None
+
+
+def _verdict_fields(c: Sequence[int]) -> dict[str, Any]:
+    """ok rate (of the runs with a verdict), skill-invoked rate (of the runs expecting a skill),
+    tool error rate (error + semantic-error results of all tool uses); None when nothing to rate."""
+    judged, ok, expected, invoked, calls, errors = c
+    return {"judged_runs": judged, "ok_runs": ok, "ok_rate": _rate(ok, judged),
+            "skill_expected_runs": expected, "skill_invoked_runs": invoked,
+            "skill_invoked_rate": _rate(invoked, expected),
+            "tool_calls": calls, "tool_errors": errors, "tool_error_rate": _rate(errors, calls)}
 
 
 def _sort_rows(q: ReportQuery, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,9 @@ ROW_FIELDS = (
     "reasoning_tokens", "total_tokens", "unmeasured_usage_runs", "cost_usd", "cost_basis", "cost_usd_known",
     "unmeasured_cost_runs", "failed", "interrupted", "abandoned", "unverified", "evidence_gaps",
 )
-EVALUATION_FIELDS = ("median_cost_usd", "median_duration_ms")
+EVALUATION_FIELDS = ("median_cost_usd", "median_duration_ms", "judged_runs", "ok_runs", "ok_rate",
+                     "skill_expected_runs", "skill_invoked_runs", "skill_invoked_rate", "tool_calls", "tool_errors",
+                     "tool_error_rate")
 RUN_FIELDS = ("started", "harness", "model", "outcome", "duration_ms")
 MODEL_FIELDS = (
     "model", "runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -79,6 +81,11 @@ def fmt_cost(d: dict[str, Any]) -> str:
     return "—"
 
 
+def fmt_rate(rate: Any) -> str:
+    """A rate as a whole percentage; — when there was nothing to rate."""
+    return "—" if rate is None else f"{rate * 100:.0f}%"
+
+
 def fmt_duration(ms: Any) -> str:
     if ms is None:
         return "—"
@@ -125,7 +132,9 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
     cols += [("cost $", fmt_cost), ("basis", lambda d: d.get("cost_basis") or "")]
     if q.evaluation:
         cols += [("median $", lambda d: "—" if d.get("median_cost_usd") is None else f"{d['median_cost_usd']:,.4f}"),
-                 ("median time", lambda d: fmt_duration(d.get("median_duration_ms")))]
+                 ("median time", lambda d: fmt_duration(d.get("median_duration_ms"))),
+                 ("ok", lambda d: fmt_rate(d.get("ok_rate"))), ("skill", lambda d: fmt_rate(d.get("skill_invoked_rate"))),
+                 ("tool err", lambda d: fmt_rate(d.get("tool_error_rate")))]
     if compact:
         cols += [("failed", lambda d: _count(d, "failed"))]
     else:
@@ -137,10 +146,11 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
 
 
 # cells a per-model row leaves empty (they describe the group)
-GROUP_ONLY = ("failed", "intr.", "aband.", "unverified", "median $", "median time", "started", "model")
+GROUP_ONLY = ("failed", "intr.", "aband.", "unverified", "median $", "median time", "started", "model", "ok",
+              "skill", "tool err")
 # hidden in this order while the table is wider than the terminal: the group key, the run
 # count, the tokens and the cost stay whole (a cut number reads as another number)
-DROP_ORDER = ("unverified", "aband.", "intr.", "median time", "failed", "started", "model", "median $", "basis",
+DROP_ORDER = ("tool err", "skill", "unverified", "aband.", "intr.", "median time", "failed", "started", "model", "median $", "basis",
               "cache write", "cache read")
 
 

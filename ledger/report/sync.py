@@ -59,6 +59,9 @@ _RUN_COLS = (runs_t.c.home_id, runs_t.c.run_id, runs_t.c.created_at, runs_t.c.ha
              runs_t.c.skill, runs_t.c.repo, runs_t.c.host, runs_t.c.provider_session_id, runs_t.c.outcome,
              runs_t.c.settled, runs_t.c.state, runs_t.c.evidence_gaps, runs_t.c.duration_ms,
              runs_t.c.indexed_at)
+# the verdict counts (migration 0004; verdict_facts)
+_RUN_COLS += (runs_t.c.ok, runs_t.c.skill_invoked, runs_t.c.tool_calls, runs_t.c.tool_errors,
+              runs_t.c.tool_semantic_errors)
 _STREAM_COLS = (streams_t.c.home_id, streams_t.c.run_id, streams_t.c.stream_id, streams_t.c.provider,
                 streams_t.c.model, streams_t.c.final_receipt, streams_t.c.cost_usd) + tuple(
     streams_t.c[name] for name in COUNTER_COLUMNS)
@@ -197,14 +200,29 @@ class FactBuilder:
             **_run_costs(per_model),
             "run_basis_auto": combine_codes(m["basis_auto"] for m in per_model),
             "run_total_tokens": _total_tokens(per_model),
+            **verdict_facts(run),
         }
         zero = {"failed": 0, "interrupted": 0, "abandoned": 0, "unverified": 0, "evidence_gaps": 0,
                 "no_usage": 0, "duration_ms": None, "run_basis_auto": None, "run_total_tokens": None,
-                **{f"run_cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")}}
+                **{f"run_cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")},
+                **{name: 0 for name in VERDICT_FACTS}}
         out = []
         for i, m in enumerate(per_model):
             out.append({**common, **m, "first": 1 if i == 0 else 0, **(run_level if i == 0 else zero)})
         return out
+
+
+VERDICT_FACTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
+
+
+def verdict_facts(run: Any) -> dict[str, int]:
+    """The run's verdict counts (report_facts, first row): a verdict exists / is ok, a skill
+    was expected / invoked, tool uses and their error results (error + semantic-error)."""
+    get = run._mapping.get if hasattr(run, "_mapping") else run.__dict__.get  # (a Row, or a plain object)
+    ok, invoked = get("ok"), get("skill_invoked")
+    return {"judged": int(ok is not None), "ok": int(ok is True),
+            "skill_expected": int(invoked is not None), "skill_invoked": int(invoked is True),
+            "tool_calls": get("tool_calls") or 0, "tool_errors": (get("tool_errors") or 0) + (get("tool_semantic_errors") or 0)}
 
 
 def _run_costs(per_model: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
