@@ -210,3 +210,35 @@ def test_index_at_0003_is_upgraded_and_every_record_reread(home, db_url):
     assert all(r["evidence_gaps"] == 0 for r in runs.values())
     after, _ = report_json("skill", "--db", db_url)  # the facts were rebuilt
     assert after["rows"] == before["rows"] and after["totals"] == before["totals"]
+
+
+def test_runs_and_show_say_the_verdict(home, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from launchkit import REPO
+
+    ids = generated_home(home)
+    env = {**os.environ, "COLUMNS": "120", "LEDGER_HOME": str(home), "PYTHONPATH": str(REPO)}
+
+    def ledger(*args: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "ledger", *args], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    table = {line.split()[0]: line for line in ledger("runs", "--all").splitlines() if line.startswith(" run_")
+             or line.startswith("run_")}
+    cell = {k: table[ids[k][:12]] for k in ids}
+    assert "completed · skill-not-invoked" in cell["r2"] and "interrupted · timeout" in cell["r5"]
+    assert " · " not in cell["r1"] and " · " not in cell["r3"]  # ok / failed: the outcome says it
+    shown = ledger("show", ids["r2"])
+    assert "verdict: not ok: skill-not-invoked (expected skill deploy was not invoked)" in shown
+    shown = ledger("show", ids["r3"])
+    assert "verdict: not ok: session-error (boom)" in shown
+    assert "tool results: Bash unknown ×1; mcp__gn__query semantic-error ×1" in shown
+    assert "verdict: ok" in ledger("show", ids["r1"])
+    assert "verdict: none yet" in ledger("show", ids["r6"])
+    csv_lines = ledger("runs", "--all", "--csv").splitlines()
+    assert csv_lines[0].endswith(",subjects,ok,error_kind,error_detail,skill_invoked")

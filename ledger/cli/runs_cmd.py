@@ -8,7 +8,10 @@ import typer
 
 from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
 
-RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects")
+RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects",
+               "ok", "error_kind", "error_detail", "skill_invoked")  # (the verdict: issue 14)
+# an error kind the outcome already says: not repeated in the table's outcome cell
+IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (None, "abandoned")}
 
 
 TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "in", "out", "cost $", "gaps", "subjects")
@@ -23,6 +26,9 @@ def _short(row: list) -> list:
     row = list(row)
     row[0] = row[0][:12]
     row[1] = (row[1] or "")[:16].replace("T", " ")
+    kind = row[12]
+    if kind is not None and (row[4], kind) not in IMPLIED_KINDS:
+        row[4] = f"{row[4] or row[5]} · {kind}"  # e.g. `completed · skill-not-invoked`
     if row[4] is None:
         row[4] = row[5]
     # money as the reports show it (exact in --json / --csv); token counts with separators
@@ -31,6 +37,7 @@ def _short(row: list) -> list:
             row[i] = f"{row[i]:,}"
     if isinstance(row[8], (int, float)):
         row[8] = f"{row[8]:,.4f}"
+    del row[11:]  # (the verdict's columns: shown in the outcome cell)
     del row[5]
     return row
 
@@ -52,7 +59,8 @@ def _home(home):
 def _row(d: dict) -> list:
     u = d["usage"]
     return [d["id"], d["started"], d["harness"], d["model"], d["outcome"], d["state"],
-            u["input_tokens"], u["output_tokens"], u["cost_usd"], d["evidence_gaps"], " ".join(d["subjects"])]
+            u["input_tokens"], u["output_tokens"], u["cost_usd"], d["evidence_gaps"], " ".join(d["subjects"]),
+            d.get("ok"), d.get("error_kind"), d.get("error_detail"), d.get("skill_invoked")]
 
 
 @handle_errors
@@ -138,6 +146,10 @@ def _print_detail(detail: dict, events: bool) -> None:
     for key in ("id", "outcome", "state", "started", "ended", "harness", "model", "surface", "host", "cwd", "path",
                 "provider_session_id", "evidence_gaps", "api_retries"):
         field(key, detail[key])
+    verdict = {True: "ok", False: "not ok", None: "none yet"}[detail.get("ok")]
+    if detail.get("error_kind"):
+        verdict += f": {detail['error_kind']} ({detail.get('error_detail') or '—'})"
+    field("verdict", verdict)
     field("duration", _duration(detail.get("started"), detail.get("ended")))
     field("subjects", " ".join(detail["subjects"]))
     field("usage", ", ".join(f"{k}={v}" for k, v in detail["usage"].items() if v is not None))
@@ -155,6 +167,11 @@ def _print_detail(detail: dict, events: bool) -> None:
     tools = detail.get("tool_uses") or {}
     if tools:
         field("tools", ", ".join(f"{name} ×{n}" for name, n in tools.items()))
+        results = detail.get("tool_results") or {}
+        bad = [f"{name} {', '.join(f'{k} ×{n}' for k, n in r.items() if n and k != 'ok')}"
+               for name, r in results.items() if r.get("error") or r.get("semantic-error") or r.get("unknown")]
+        if bad:
+            field("tool results", "; ".join(bad))
     if detail["final_answer"]:
         c.print(Text("final answer", style="bold") + ":")
         c.print(shown(detail["final_answer"], multiline=True), soft_wrap=True)
