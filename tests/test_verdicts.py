@@ -89,13 +89,15 @@ def test_recorded_mcp_stream_gives_semantic_errors(home, tmp_path):
 
 
 def _run(home: Path, *, skill: str, subjects: list[str], outcome: str | None, result: dict,
-         tools: list[tuple[str, str | None]], created_at: str) -> str:
+         tools: list[tuple[str, str | None]], created_at: str, cost: float | None = 0.5,
+         parent: RunCapture | None = None) -> str:
+    env = {"LEDGER_RUN_ID": parent.run_id, "LEDGER_RUN_DIR": str(parent.path)} if parent else {}
     cap = RunCapture(home, harness="claude", model="claude-sonnet-4-5", subjects=subjects, skill=skill,
-                     created_at=created_at)
+                     created_at=created_at, env=env)
     attempt = cap.start_attempt("anthropic", "claude-sonnet-4-5")
+    usage = {"input_tokens": 10, "output_tokens": 2} | ({"cost_usd": cost} if cost is not None else {})
     cap.usage_stream(provider="anthropic", model="claude-sonnet-4-5", attempt_key=attempt,
-                     turn_key="turn-1").observe({"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.5},
-                                                final_receipt=True)
+                     turn_key="turn-1").observe(usage, final_receipt=cost is not None)
     for i, (name, status) in enumerate(tools):
         cap.emit("tool_use", name=name, summary="x")
         if status is not None:
@@ -106,7 +108,11 @@ def _run(home: Path, *, skill: str, subjects: list[str], outcome: str | None, re
         return cap.run_id
     cap.emit("result", outcome=outcome, duration_secs=1.0, **result)
     cap.settle(outcome)
+    _CAPS[cap.run_id] = cap
     return cap.run_id
+
+
+_CAPS: dict[str, RunCapture] = {}
 
 
 def generated_home(home: Path) -> dict[str, str]:
@@ -240,5 +246,44 @@ def test_runs_and_show_say_the_verdict(home, tmp_path):
     assert "tool results: Bash unknown ×1; mcp__gn__query semantic-error ×1" in shown
     assert "verdict: ok" in ledger("show", ids["r1"])
     assert "verdict: none yet" in ledger("show", ids["r6"])
+    env["COLUMNS"] = "200"
+    report = {line.split()[0]: line.split() for line in ledger("report", "skill").splitlines() if line.strip()}
+    assert report["skill"][-8:] == ["ok", "invoked", "tool", "err", "failed", "intr.", "aband.", "unverified"]
+    # the rates as whole percentages (r6 is running: no verdict yet)
+    assert report["deploy"][-7:-3] == ["33%", "67%", "50%", "1"]
+    assert report["review"][-7:-3] == ["50%", "—", "0%", "0"]
+    assert report["Total"][-7:-3] == ["40%", "67%", "25%", "1"]
+    env["COLUMNS"] = "120"
     csv_lines = ledger("runs", "--all", "--csv").splitlines()
     assert csv_lines[0].endswith(",subjects,ok,error_kind,error_detail,skill_invoked")
+
+
+def test_report_task_combines_runs_by_the_rules(home, db_url):
+    """Tasks: runs sharing their first subject, and a parent with its child. Hand-counted."""
+    ids = generated_home(home)
+    parent = _run(home, skill="review", subjects=[], outcome="completed", created_at="2026-03-08T11:00:00Z",
+                  result={"evidence": "verified"}, tools=[("Bash", "ok")])
+    child = _run(home, skill="deploy", subjects=["task:C"], outcome="failed", created_at="2026-03-08T11:01:00Z",
+                 result={"evidence": "verified", "error": "child broke", "expected_skill": "deploy",
+                         "skill_invoked": False},
+                 tools=[("Bash", "error")], cost=None, parent=_CAPS[parent])
+    assert read_run(next(home.glob(f"runs/*/{child}"))).parent_run_id == parent
+    doc, _ = report_json("task", "--cost", "reported", "--db", db_url)
+    rows = {r["key"]: r for r in doc["rows"]}
+    assert set(rows) == {"task:A", "task:B", parent}
+
+    def pick(r):
+        return (r["runs"], r["cost_usd"], r["cost_usd_known"], r["ok"], r["error_kind"], r["error_detail"],
+                r["skill_invoked"], r["tool_calls"], r["tool_errors"], r["started"])
+
+    # r1 ok, r2 skill-not-invoked (the first error), r3 session-error; skills True, False, True
+    assert pick(rows["task:A"]) == (3, 1.5, 1.5, False, "skill-not-invoked", "expected skill deploy was not invoked",
+                                    False, 4, 2, "2026-03-08T10:01:00Z")
+    # r4 ok, r5 timeout, r6 running (no verdict): not ok all the same; no skill expected
+    assert pick(rows["task:B"]) == (3, 1.5, 1.5, False, "timeout", "stopped by ledger run --timeout", None, 4, 0,
+                                    "2026-03-08T10:04:00Z")
+    # the child's cost is unknown (no provider cost): so is the task's; its known part is kept apart
+    assert pick(rows[parent]) == (2, None, 0.5, False, "session-error", "child broke", False, 2, 1,
+                                  "2026-03-08T11:00:00Z")
+    assert doc["totals"]["runs"] == 8
+    assert ids["r1"] != parent

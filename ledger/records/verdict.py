@@ -113,3 +113,22 @@ def _error_envelope(content: Any) -> bool:
             return False
         return isinstance(obj, dict) and isinstance(obj.get("error"), str)
     return False
+
+
+def combine_task(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One task's verdict from its runs, oldest first (each: ok, error_kind, error_detail,
+    skill_invoked, tool_calls, tool_errors). The rules: skill invoked is false if any run's is
+    false (unknown if no run expected one); tool counts are added; the first error kind (and
+    its detail) is kept; ok is false if any run is not ok, unknown while a run has no verdict.
+    (Cost: unknown if any run's is unknown; the report's group rule.)"""
+    first = next((r for r in runs if r.get("error_kind")), None)
+    oks = [r.get("ok") for r in runs]
+    skills = [r.get("skill_invoked") for r in runs if r.get("skill_invoked") is not None]
+    return {
+        "ok": False if False in oks else (None if None in oks or not oks else True),
+        "error_kind": first["error_kind"] if first else None,
+        "error_detail": first.get("error_detail") if first else None,
+        "skill_invoked": (False not in skills) if skills else None,
+        "tool_calls": sum(r.get("tool_calls") or 0 for r in runs),
+        "tool_errors": sum(r.get("tool_errors") or 0 for r in runs),
+    }

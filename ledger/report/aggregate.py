@@ -437,7 +437,11 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     start, end = time_bounds(q)
     conds = _time_conds(start, end) + _filter_conds(q)
     source = source or _source(q)
-    if source == "slots":
+    if q.kind == "task":  # runs grouped into tasks (ledger.report.tasks)
+        from ledger.report.tasks import collect_tasks
+
+        col = collect_tasks(conn, q, conds)
+    elif source == "slots":
         col = _collect_slots(conn, q, start, end)
     elif source == "days":
         col = _collect_days(conn, q, start, end)
@@ -691,6 +695,9 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Any, cond
             created_s, harness, model, outcome, duration = info[d["key"]]
             d["started"] = datetime.fromtimestamp(int(created_s), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             d.update({"harness": harness, "model": model, "outcome": outcome, "duration_ms": _num(duration)})
+    if q.kind == "task" and info:
+        for d in rows:
+            d.update(info[d["key"]])
     rows = _sort_rows(q, rows)
     if q.limit is not None:
         rows = rows[:q.limit]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # time reports first (bucketed), then the group-by reports
 TIME_KINDS = ("daily", "weekly", "monthly")
-KINDS = TIME_KINDS + ("run", "session", "model", "harness", "skill", "subject", "repo", "host")
+KINDS = TIME_KINDS + ("run", "session", "model", "harness", "skill", "subject", "repo", "host", "task")
 # the evaluation view: the subject / skill reports (`--by subject|skill`)
 EVALUATION_KINDS = ("subject", "skill")
 OUTCOMES = ("completed", "failed", "interrupted", "abandoned", "running", "unknown")

@@ -25,7 +25,7 @@ MODEL_FIELDS = (
 )
 KEY_LABELS = {"daily": "date", "weekly": "week of", "monthly": "month", "run": "run", "session": "session",
               "model": "model", "harness": "harness", "skill": "skill", "subject": "subject", "repo": "repo",
-              "host": "host"}
+              "host": "host", "task": "task"}
 ALL_MODELS = "*"  # the `model` of a group's own CSV line with --breakdown
 
 
@@ -38,6 +38,10 @@ def csv_header(report: Report) -> list[str]:
         fields += EVALUATION_FIELDS
     if q.kind == "run":
         fields += RUN_FIELDS
+    if q.kind == "task":
+        from ledger.report.tasks import TASK_FIELDS
+
+        fields += TASK_FIELDS
     return fields
 
 
@@ -133,7 +137,7 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
     if q.evaluation:
         cols += [("median $", lambda d: "—" if d.get("median_cost_usd") is None else f"{d['median_cost_usd']:,.4f}"),
                  ("median time", lambda d: fmt_duration(d.get("median_duration_ms"))),
-                 ("ok", lambda d: fmt_rate(d.get("ok_rate"))), ("skill", lambda d: fmt_rate(d.get("skill_invoked_rate"))),
+                 ("ok", lambda d: fmt_rate(d.get("ok_rate"))), ("invoked", lambda d: fmt_rate(d.get("skill_invoked_rate"))),
                  ("tool err", lambda d: fmt_rate(d.get("tool_error_rate")))]
     if compact:
         cols += [("failed", lambda d: _count(d, "failed"))]
@@ -142,15 +146,18 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
                  ("aband.", lambda d: _count(d, "abandoned"))]
     if q.evaluation or not compact:
         cols += [("unverified", lambda d: _count(d, "unverified"))]
+    if q.kind == "task":  # the task verdict (ledger.records.verdict.combine_task)
+        cols += [("verdict", lambda d: {True: "ok", False: d.get("error_kind") or "not ok"}.get(d.get("ok"), "—")),
+                 ("tool err", lambda d: f"{d.get('tool_errors', 0)}/{d.get('tool_calls', 0)}")]
     return cols
 
 
 # cells a per-model row leaves empty (they describe the group)
 GROUP_ONLY = ("failed", "intr.", "aband.", "unverified", "median $", "median time", "started", "model", "ok",
-              "skill", "tool err")
+              "invoked", "tool err", "verdict")
 # hidden in this order while the table is wider than the terminal: the group key, the run
 # count, the tokens and the cost stay whole (a cut number reads as another number)
-DROP_ORDER = ("tool err", "skill", "unverified", "aband.", "intr.", "median time", "failed", "started", "model", "median $", "basis",
+DROP_ORDER = ("tool err", "invoked", "unverified", "aband.", "intr.", "median time", "failed", "started", "model", "median $", "basis",
               "cache write", "cache read")
 
 
