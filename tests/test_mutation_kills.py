@@ -18,6 +18,7 @@ import pytest
 
 from ledger.records import fold
 from ledger.records.fold import fold_event, new_state, open_regular, reduce_usage, stream_totals
+from ledger.records.model import I64_MAX
 from ledger.report import buckets
 from ledger.report.buckets import (
     Buckets, ReportError, epoch, local_midnight_utc, make_buckets, next_period, parse_day, period_start,
@@ -191,14 +192,19 @@ def test_attempt_events_fold_into_one_row_per_attempt():
     }
 
 
+# the result event's verdict facts (ledger additions), absent from these events
+NO_VERDICT_FACTS = {"stop_reason": None, "stopped_by": None, "evidence": None,
+                    "evidence_reason": None, "error": None, "expected_skill": None, "exit_code": None}
+
+
 def test_result_event_outcome_and_duration():
     state = fold_all([{"schema_version": 1, "seq": 1, "type": "result", "outcome": "success",
                        "duration_secs": 12.5, "api_retries": 2, "skill_invoked": True}])
-    assert state["result"] == {"outcome": "success", "duration_secs": 12.5}
+    assert state["result"] == {"outcome": "success", "duration_secs": 12.5, **NO_VERDICT_FACTS}
     assert (state["retries"], state["skill_invoked"], state["gaps"]) == (2, True, 0)
     state = fold_all([{"schema_version": 1, "seq": 1, "type": "result", "outcome": "error",
                        "duration_secs": float("inf")}])
-    assert state["result"] == {"outcome": "error", "duration_secs": None}
+    assert state["result"] == {"outcome": "error", "duration_secs": None, **NO_VERDICT_FACTS}
     state = fold_all([{"schema_version": 1, "seq": 1, "type": "text"}])
     assert state["result"] is None
 
@@ -231,6 +237,139 @@ def test_read_regular_refuses_a_file_too_large_for_a_record(tmp_path):
         fold.read_regular(str(path))
     assert (exc.value.errno, exc.value.strerror, exc.value.filename) == (
         errno.EFBIG, "file too large for a record file", str(path))
+
+
+def _write_events(tmp_path: Path, data: bytes) -> str:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(data)
+    return str(path)
+
+
+def _line(seq: int, tokens: int) -> bytes:
+    return orjson.dumps(usage(seq, {"input_tokens": tokens})) + b"\n"
+
+
+def test_a_line_that_is_json_but_not_an_object_is_named_in_the_error(tmp_path):
+    # Message text of fold_event's refusal, as the user reads it through fold_file.
+    path = _write_events(tmp_path, _line(1, 5) + b"[1]\n")
+    with pytest.raises(fold.RecordError) as exc:
+        fold.fold_file(path, new_state())
+    assert exc.value.reason == ("line 2: malformed event (expected a JSON object); "
+                                "expected one JSON object per line")
+
+
+def test_envelope_gaps_add_up():
+    # Two envelopes with a wrong schema_version are two gaps; a missing seq and a seq that
+    # does not advance are one more each (4 in all), not "some gap".
+    state = fold_all([
+        {"schema_version": 2, "seq": 1, "type": "text"},
+        {"schema_version": "1", "seq": 2, "type": "text"},
+        {"schema_version": 1, "type": "text"},
+        {"schema_version": 1, "seq": 2, "type": "text"},
+    ])
+    assert (state["gaps"], state["seq"]) == (4, 2)
+
+
+def test_fold_file_reads_nothing_at_or_past_size(tmp_path):
+    # An indexer folds up to the size it stat()ed: bytes appended after that are not read,
+    # even when the cursor (offset) is already at or past that size.
+    first, second, third = _line(1, 5), _line(2, 9), _line(3, 14)
+    path = _write_events(tmp_path, first + second + third)
+    state = new_state()
+    assert fold.fold_file(path, state, len(first), size=len(first)) == (len(first), False)
+    assert fold.fold_file(path, state, len(first), size=len(first) - 3) == (len(first), False)
+    assert (state["lines"], state["streams"]) == (0, {})
+    # from the first line's end up to the second's: only the second line is folded
+    end = len(first) + len(second)
+    assert fold.fold_file(path, state, len(first), size=end) == (end, False)
+    assert (state["lines"], state["seq"], state["streams"]["s1"]["c"]) == (1, 2, {"input_tokens": 9})
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+def test_fold_file_hands_back_the_first_chunk_read(tmp_path, monkeypatch, chunk):
+    # The indexer hashes the file's prefix from `head`: the first chunk, and only it.
+    monkeypatch.setattr(fold, "_READ_CHUNK", chunk)
+    data = _line(1, 5) + _line(2, 9)
+    path = _write_events(tmp_path, data)
+    head: list[bytes] = []
+    fold.fold_file(path, new_state(), head=head)
+    assert head == [data[:chunk]]
+
+
+@pytest.mark.parametrize("data, line_no", [
+    (_line(1, 5)[:-1] + b"," + _line(2, 9), 1),
+    (b'{"schema_version": 1, "seq": 1\n"type": "text"}\n', 1),
+    (b'{"schema_version": 1\n"seq": 1\n"type": "text"}\n', 1),
+    (_line(1, 5)[:-1] + b",\n" + _line(2, 9), 1),
+    (_line(1, 5) + _line(2, 9)[:-1] + b",\n" + _line(3, 14), 2),
+], ids=["two-objects-on-a-line", "object-over-2-lines", "object-over-3-lines",
+        "trailing-comma-first", "trailing-comma-second"])
+def test_each_line_must_be_exactly_one_object(tmp_path, data, line_no):
+    # Lines that only parse when joined with commas (an object split where a comma would
+    # go, a line ending in a comma) or a line holding two objects are malformed: the error
+    # names the first bad line, whichever of fold_file's two parsing paths the chunk takes.
+    path = _write_events(tmp_path, data)
+    with pytest.raises(fold.RecordError) as exc:
+        fold.fold_file(path, new_state())
+    assert exc.value.reason.startswith(f"line {line_no}: malformed event (")
+
+
+def test_item_completed_without_an_item_object_carries_its_text_itself():
+    state = fold_all([
+        conversation(1, type="item_completed", turn_id="t1", text="inline", phase="final_answer"),
+        conversation(2, type="turn_completed", turn_id="t1", status="completed"),
+    ])
+    assert (state["answer"], state["answer_exact"]) == ("inline", True)
+
+
+def test_text_deltas_may_carry_their_text_under_text():
+    state = fold_all([
+        conversation(1, type="text_delta", turn_id="t1", text="par"),
+        conversation(2, type="text_delta", turn_id="t1", delta="tial"),
+        conversation(3, type="turn_completed", turn_id="t1", status="completed"),
+    ])
+    assert (state["answer"], state["answer_exact"]) == ("partial", False)
+
+
+def test_a_final_answer_is_exact():
+    state = fold_all([
+        conversation(1, type="item_completed", turn_id="t1", item={"text": "done", "phase": "final_answer"}),
+        conversation(2, type="turn_completed", turn_id="t1", status="completed"),
+    ])
+    assert (state["answer"], state["answer_exact"]) == ("done", True)
+
+
+def test_i64_max_is_still_a_known_value():
+    # The limit is inclusive: 2**63 - 1 fits i64, in a stream and as a total.
+    one = fold_all([usage(1, {"input_tokens": I64_MAX})])
+    assert stream_totals(one)[0].counters == {"input_tokens": I64_MAX}
+    totals = reduce_usage(one)
+    assert (totals.input_tokens, totals.gaps) == (I64_MAX, 0)
+    two = fold_all([usage(1, {"input_tokens": I64_MAX - 10}),
+                    usage(2, {"input_tokens": 10}, usage_stream_id="s2")])
+    totals = reduce_usage(two)
+    assert (totals.input_tokens, totals.gaps) == (I64_MAX, 0)
+
+
+def test_an_extra_counter_does_not_hide_the_counters_after_it():
+    # cache_write_5m_tokens is kept per stream but has no run total; input_tokens after it
+    # in the same usage object still reduces (single-stream path).
+    state = fold_all([usage(1, {"cache_write_5m_tokens": 3, "input_tokens": 5, "output_tokens": 2})])
+    totals = reduce_usage(state)
+    assert (totals.input_tokens, totals.output_tokens, totals.gaps) == (5, 2, 0)
+
+
+def test_overflow_gaps_add_to_the_gaps_already_counted():
+    # Across streams: one counter past u64 and one total past i64 are one gap each, added
+    # to the torn-line gap and the fold's own gap (a counter going backwards): 4.
+    state = fold_all([
+        usage(1, {"input_tokens": 2**64 + 1, "output_tokens": 2**62}),
+        usage(2, {"input_tokens": 1, "output_tokens": 2**62}, usage_stream_id="s2"),
+        usage(3, {"input_tokens": 0, "output_tokens": 2**62}, usage_stream_id="s2"),
+    ])
+    assert state["gaps"] == 1
+    totals = reduce_usage(state, extra_gaps=1)
+    assert (totals.input_tokens, totals.output_tokens, totals.gaps) == (None, None, 4)
 
 
 # --- report/buckets.py -------------------------------------------------------------------
