@@ -214,7 +214,7 @@ def test_modes_are_0600_files_in_0700_dirs(home, cfg):
         for f in filenames:
             assert stat.S_IMODE(os.stat(Path(dirpath) / f).st_mode) == 0o600, f
             seen += 1
-    assert seen == 5  # two archive files, two state files, the lock
+    assert seen == 6  # two archive files, two state files, the roots file, the lock
 
 
 def test_hostile_names_are_archived_verbatim(home, cfg):
@@ -261,7 +261,7 @@ def test_json_shape(home, cfg):
     assert c["client"] == "claude" and c["roots"] == [str(cfg)]
     assert doc["totals"] == {"files": 1, "unchanged": 0, "new_files": 1, "new_bytes": len(user(1)), "read_bytes": len(user(1)),
                              "waiting": 0, "generations": 0, "gaps": 0, "skipped": 0}
-    assert "reports include them in a later release" in res.stderr
+    assert "Imported sessions are counted by `ledger report`" in res.stderr
 
 
 def test_default_locations_and_missing_dirs(home, tmp_path, monkeypatch):

@@ -41,14 +41,14 @@ def test_group_basis(runs, known, lo, hi, basis):
 def _stream(sid, model, final, cost, **counters):
     values = {name: counters.get(name) for name in COUNTER_COLUMNS}
     return SimpleNamespace(stream_id=sid, provider="anthropic", model=model, final_receipt=final, cost_usd=cost,
-                           **values)
+                           slot=None, est_cost_usd=None, **values)  # (slot, estimate: imported sessions only)
 
 
 def _run(**over):
     base = dict(home_id=1, run_id="run_" + "0" * 32, created_at=__import__("datetime").datetime(2026, 3, 8, 6, 30),
                 harness="claude", model=None, skill=None, repo=None, host="h", provider_session_id=None,
                 outcome="completed", settled=True, state="settled", evidence_gaps=0, duration_ms=1000,
-                indexed_at=None)
+                indexed_at=None, source="record")
     base.update(over)
     return SimpleNamespace(**base)
 

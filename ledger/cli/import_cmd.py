@@ -29,8 +29,10 @@ def import_(
     originals may then be deleted. A log that was rewritten or shrank is kept as a new
     generation and counted as an evidence gap. Nothing already imported is read again.
 
-    The archived sessions are not in `ledger report` / `runs` / `sql` yet: a later release
-    indexes them. A summary goes to stderr (with --json, one JSON document to stdout).
+    The archived sessions are counted by `ledger report`, listed by `ledger runs` (source
+    claude-log / codex-log) and in `ledger sql`; once a client was imported, every reader
+    first archives what it wrote since. A summary goes to stderr (with --json, one JSON
+    document to stdout).
     """
     import os
     import sys
@@ -58,7 +60,8 @@ def import_(
     for s in summaries:
         _print_summary(s, h)
     if any(s.roots for s in summaries):
-        err("Imported sessions are archived, not yet counted: reports include them in a later release.")
+        err("Imported sessions are counted by `ledger report` and listed by `ledger runs --source "
+            "claude-log` / `codex-log`; every later command brings them up to date first.")
     if json_:
         print_json({"home": str(h), "clients": [s.to_dict() for s in summaries], "totals": _totals(summaries)})
 

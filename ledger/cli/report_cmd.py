@@ -41,6 +41,7 @@ def report(
     subject: Annotated[ListOpt, _filter("subject")] = None,
     repo: Annotated[ListOpt, _filter("repo")] = None,
     host: Annotated[ListOpt, _filter("host")] = None,
+    source: Annotated[ListOpt, _filter("source")] = None,
     outcome: Annotated[ListOpt, typer.Option("--outcome", help=f"{' | '.join(OUTCOMES)} (repeatable).", show_default=False)] = None,
     by: Annotated[str | None, typer.Option("--by", help=f"{' | '.join(EVALUATION_KINDS)}: the evaluation view (same as the {' / '.join(EVALUATION_KINDS)} reports).", show_default=False)] = None,
     breakdown: Annotated[bool, typer.Option("--breakdown", help="Per-model rows under each group.", metavar="")] = False,
@@ -94,7 +95,7 @@ def report(
         kind=kind, zone=zone, zone_name=zone_name, since=since_day, until=until_day,
         week_start=week_start,
         filters={k: v for k, v in (("harness", harness), ("model", model), ("skill", skill), ("subject", subject),
-                                   ("repo", repo), ("host", host), ("outcome", outcome)) if v},
+                                   ("repo", repo), ("host", host), ("outcome", outcome), ("source", source)) if v},
         breakdown=breakdown, order=order, limit=limit, cost=cost,
     )
     rep = build_report(resolve_home(home), db, q, notify=err)

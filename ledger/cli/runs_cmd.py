@@ -76,6 +76,7 @@ def runs(
     outcome: Annotated[list[str] | None, typer.Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
     subject: Annotated[list[str] | None, typer.Option("--subject", help="Only runs with this subject, e.g. task:LOO-1 (repeatable; `*` wildcard).", show_default=False)] = None,
     skill: Annotated[list[str] | None, typer.Option("--skill", help="Only this skill (repeatable; `*` wildcard).", show_default=False)] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", help="Only runs from this source: record (ledger run), claude-log, codex-log (imported sessions; repeatable).", show_default=False)] = None,
 ) -> None:
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
@@ -90,7 +91,7 @@ def runs(
     except LedgerError as exc:
         raise UsageError(exc.message, hint=exc.hint) from None
     filters = RunFilter(harness=harness or (), outcome=outcome or (), subject=subject or (), skill=skill or (),
-                        since=cutoff, limit=limit)
+                        source=source or (), since=cutoff, limit=limit)
     sel = indexed_selection(_home(home), db, all_, err, filters=filters)
     chosen = sel.runs
     if json_:

@@ -542,10 +542,10 @@ def drop_index_objects(conn: Any) -> None:
 
 def clear_index_rows(conn: Any) -> None:
     """Delete every indexed row and cursor (homes stay), in the caller's transaction."""
-    from ledger.index.models import DATA_TABLES
+    from ledger.index.models import DATA_TABLES, LOG_TABLES
     from ledger.index.report_tables import REPORT_TABLES  # derived from the rows deleted here
 
-    for table in REPORT_TABLES + DATA_TABLES + ("index_cursors", "index_shards"):
+    for table in REPORT_TABLES + DATA_TABLES + ("index_cursors", "index_shards") + LOG_TABLES:
         conn.exec_driver_sql(f"DELETE FROM {table}")
 
 

@@ -237,7 +237,8 @@ class Indexer:
         encode = FAST_SQLITE and conn.dialect.name == "sqlite"
         ctx = PassContext(conn=conn, home=home, home_id=home_id, full=self.full, fresh=fresh,
                           racy_before=start_ns - self.racy_ns, seal_before=start_ns - SEAL_GRACE_NS,
-                          summary=self.summary, encode=encode, txn=lambda: self._txn(conn))
+                          summary=self.summary, encode=encode, txn=lambda: self._txn(conn),
+                          ready=lambda: self._ready(conn))
         processed_any = False
         dirty = False
         discoveries = []

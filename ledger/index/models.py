@@ -71,6 +71,9 @@ class Run(Base):
     harness: Mapped[str] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(Text)
     surface: Mapped[str | None] = mapped_column(Text)
+    # migration 0005: where the row comes from: `record` (a run record), `claude-log` or
+    # `codex-log` (a client session from the archived logs, ledger/index/logsource.py)
+    source: Mapped[str] = mapped_column(Text, server_default="record")
     repo: Mapped[str | None] = mapped_column(Text)
     worktree: Mapped[str | None] = mapped_column(Text)
     skill: Mapped[str | None] = mapped_column(Text)
@@ -186,6 +189,12 @@ class UsageStream(Base):
     cache_write_5m_tokens: Mapped[int | None] = mapped_column(BigInteger)
     cache_write_1h_tokens: Mapped[int | None] = mapped_column(BigInteger)
     cost_usd: Mapped[float | None] = mapped_column(Double)
+    # migration 0005, archived sessions only (NULL for run records): the 15-minute slot the
+    # usage belongs to (a session's usage is kept per model and slot, so a session spanning
+    # days is reported on each day), and the estimate priced per API response (a long-context
+    # tier depends on each request, not on a sum)
+    slot: Mapped[int | None] = mapped_column(BigInteger)
+    est_cost_usd: Mapped[float | None] = mapped_column(Double)
 
     __table_args__ = (_run_fk("usage_streams"), Index("ix_usage_streams_model", "model"))
 
@@ -260,12 +269,48 @@ class IndexShard(Base):
     runs: Mapped[int] = mapped_column(Integer)
 
 
+class LogSession(Base):
+    """A client session found in a home's archived logs (migration 0005; ledger.index.logsource).
+
+    Every session has a row here; its usage is in `runs` (source `claude-log`/`codex-log`,
+    `run_id` = `row_id`) unless `ledger run` recorded the same provider session, in which case
+    the run record is the evidence, `linked_run_id` names it and the session adds nothing
+    to reports (counted once).
+    """
+
+    __tablename__ = "log_sessions"
+
+    home_id: Mapped[int] = mapped_column(ForeignKey("homes.home_id", ondelete="CASCADE"), primary_key=True)
+    row_id: Mapped[str] = mapped_column(Text, primary_key=True)  # `claude-<session id>`, `codex-<thread id>`
+    source: Mapped[str] = mapped_column(Text)
+    provider_session_id: Mapped[str] = mapped_column(Text)
+    linked_run_id: Mapped[str | None] = mapped_column(Text)
+    files: Mapped[int] = mapped_column(Integer)  # archive files holding its lines
+    path: Mapped[str | None] = mapped_column(Text)  # its main archive file, below the home
+    fingerprint: Mapped[int] = mapped_column(BigInteger)  # of its rows: unchanged sessions are not rewritten
+    indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_log_sessions_provider_session_id", "provider_session_id"),)
+
+
+class LogState(Base):
+    """A client archive's reducer state and cursors (the bytes of each archive file read)."""
+
+    __tablename__ = "log_state"
+
+    home_id: Mapped[int] = mapped_column(ForeignKey("homes.home_id", ondelete="CASCADE"), primary_key=True)
+    source: Mapped[str] = mapped_column(Text, primary_key=True)
+    state: Mapped[str] = mapped_column(Text)
+    indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 DATA_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses", "runs")
 from ledger.sqlviews import REPORT_VIEWS, VIEWS  # noqa: E402 - the one list
 # Every `*_v` view: the stable SQL interface documented in docs/sql.md (tests/test_docs_views.py
 # checks both the docs and the migrations against this list; `ledger sql`'s hints name them).
 from ledger.sqlviews import DOCUMENTED_VIEWS  # noqa: E402,F401
-ALL_TABLES = DATA_TABLES + ("index_cursors", "index_shards", "homes", "ledger_meta")
+LOG_TABLES = ("log_sessions", "log_state")
+ALL_TABLES = DATA_TABLES + ("index_cursors", "index_shards") + LOG_TABLES + ("homes", "ledger_meta")
 
 
 # The report's derived tables are part of this schema (migrations 0002, 0003): declared next

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ledger.index import db as dbmod
 from ledger.index.db import IndexError_, Notify
+from ledger.errors import LedgerError
 
 def _quiet(_msg: str) -> None:
     pass
@@ -92,6 +93,8 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
 
     t0 = time.perf_counter()
     homes_abs = _usable_homes([os.path.abspath(os.fspath(h)) for h in homes], url, stale_ok, notify)
+    for h in homes_abs:
+        _refresh_archive(h, notify)
     summary: IndexSummary
     try:
         if dbmod.is_sqlite(url):
@@ -111,6 +114,21 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     summary.db = dbmod.redact_url(url)
     summary.seconds = time.perf_counter() - t0  # everything: checks, migrations, swap included
     return summary
+
+
+def _refresh_archive(home: str, notify: Notify) -> None:
+    """Imported agent logs are brought up to date before indexing (issue 15): after the first
+    `ledger import`, every reader answers with what the clients have written since."""
+    if not os.path.isdir(os.path.join(home, "sources")):
+        return  # (nothing was ever imported: one stat)
+    from ledger.sources.archive import refresh
+
+    try:
+        refresh(Path(home))
+    except (LedgerError, OSError) as exc:  # the archive is evidence: answer from what it holds
+        why = exc.message if isinstance(exc, LedgerError) else (exc.strerror or str(exc))
+        notify(f"warning: imported agent logs were not brought up to date ({why}); "
+               "`ledger import` says more")
 
 
 def _unwritable(url: str, why: str, stale_ok: bool, notify: Notify) -> Any:

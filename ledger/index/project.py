@@ -325,7 +325,8 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         enc_datetime(created, manifest.created_at) if encode else created,
         enc_datetime(ended, terminal.ended_at) if encode else ended,
         (ended - created) // _MS if ended is not None else None,
-        manifest.harness, manifest.model, manifest.surface, manifest.repo, manifest.worktree, manifest.skill,
+        manifest.harness, manifest.model, manifest.surface, "record", manifest.repo, manifest.worktree,
+        manifest.skill,
         manifest.cwd, manifest.host or None, manifest.boot_id, pid, ticks,
         terminal.outcome if terminal.valid else None, B(terminal.present), live,
         gaps, u.gaps, rewrites,
@@ -349,7 +350,8 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         c = st["c"]
         rows.append((home_id, rid, sid, _text(st["provider"]), _text(st["model"]), _text(st["attempt"]),
                      _text(st["turn"]), st["n"], B(bool(st["final"])),
-                     *[_known(c[name]) if name in c else None for name in COUNTER_COLUMNS], st["cost"]))
+                     *[_known(c[name]) if name in c else None for name in COUNTER_COLUMNS], st["cost"],
+                     None, None))  # (slot, est_cost_usd: archived sessions only)
     if tools and TOOLS_JSON in out:  # scratch transport: one JSON object per run, expanded by SQLite
         # {tool: [uses, ok, errors, semantic_errors]}
         text = orjson.dumps({t: [n, *status.get(t, _NO_STATUS)] for t, n in tools.items()},
@@ -369,7 +371,7 @@ _NO_STATUS = (0, 0, 0)
 # import, so a schema change cannot silently shift values into the wrong columns.
 _RUN_COLS = (
     "home_id", "run_id", "parent_run_id", "created_at", "ended_at", "duration_ms", "harness", "model",
-    "surface", "repo", "worktree", "skill", "cwd", "host", "boot_id", "launcher_pid", "launcher_start_ticks",
+    "surface", "source", "repo", "worktree", "skill", "cwd", "host", "boot_id", "launcher_pid", "launcher_start_ticks",
     "outcome", "settled", "state", "evidence_gaps", "usage_gaps", "record_rewrites", "streams",
     "final_streams", "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
     "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -382,7 +384,7 @@ EXPECTED_COLS = {
     "subjects": ("home_id", "run_id", "position", "selector", "source"),
     "attempts": ("home_id", "run_id", "attempt_key", "provider", "model", "started_at", "finished_at", "outcome"),
     "usage_streams": ("home_id", "run_id", "stream_id", "provider", "model", "attempt_key", "turn_key",
-                      "observations", "final_receipt", *COUNTER_COLUMNS, "cost_usd"),
+                      "observations", "final_receipt", *COUNTER_COLUMNS, "cost_usd", "slot", "est_cost_usd"),
     "tool_uses": ("home_id", "run_id", "tool_name", "uses", "ok", "errors", "semantic_errors"),
     "index_cursors": ("home_id", "run_id", "shard", "status", "problem", "problem_path", "settled", "racy",
                       "dir_sig", "events_sig", "files_sig", "context_sig", "context_ok", "events_ino",

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from ledger.errors import AmbiguousRun, LedgerError, RecordError, RunNotFound
 from ledger.index.indexer import launcher_dict
-from ledger.index.models import IndexCursor, Run, RunSubject
+from ledger.index.models import IndexCursor, Run, RunSubject, ToolUse
 from ledger.records.selection import RECENT_DAYS
 from ledger.records.fold import new_state, stream_totals
 from ledger.records.ids import PREFIX
@@ -35,7 +35,7 @@ cursors_t = IndexCursor.__table__
 _USAGE = INT_COUNTERS  # the RunSnapshot's usage fields
 _COLS = [runs_t.c[n] for n in (
     "run_id", "parent_run_id", "repo", "worktree", "skill", "outcome", "created_at", "ended_at", "streams",
-    "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "settled",
+    "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "source", "settled",
     "host", "boot_id", "launcher_pid", "launcher_start_ticks", "cwd", "path", "provider_session_id",
     "final_answer", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail")]
 
@@ -58,6 +58,7 @@ def _snapshot(r: Any, subjects: list[Subject]) -> RunSnapshot:
         id=r.run_id, parent_run_id=r.parent_run_id, repo=r.repo, worktree=r.worktree, subjects=subjects,
         skill=r.skill, outcome=r.outcome, started=format_utc(r.created_at), ended=format_utc(r.ended_at),
         usage=usage, evidence_gaps=r.evidence_gaps, harness=r.harness, model=r.model, surface=r.surface,
+        source=r.source,
         state=state, host=r.host, cwd=r.cwd, path=r.path, provider_session_id=r.provider_session_id,
         final_answer=r.final_answer, api_retries=r.api_retries, skill_invoked=r.skill_invoked,
         ok=verdict.ok, error_kind=verdict.error_kind, error_detail=verdict.error_detail,
@@ -118,6 +119,11 @@ def resolve(conn: Any, home_id: int | None, selector: str) -> str:
     rows = [] if home_id is None else conn.execute(
         sa.select(c.run_id, c.status, c.problem_path, c.problem)
         .where(c.home_id == home_id, _prefix_match(c.run_id, sel))).all()
+    if not rows and home_id is not None:  # an imported session (no record, no cursor)
+        r = runs_t.c
+        rows = [(rid, "indexed", None, None) for (rid,) in conn.execute(
+            sa.select(r.run_id).where(r.home_id == home_id, r.source != "record",
+                                      sa.func.substr(r.run_id, 1, len(sel)) == sel).limit(2))]
     if not rows:
         raise RunNotFound(f"Run {sel} was not found", hint="list ids with `ledger runs --all`")
     if len(rows) > 1:
@@ -134,6 +140,11 @@ def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     r = runs_t.c
     row = conn.execute(sa.select(*_COLS).where(r.home_id == home_id, r.run_id == run_id)).one()
     snap = _snapshot(row, _subjects(conn, home_id, subjects_t.c.run_id == run_id).get(run_id, []))
+    if snap.source != "record":  # an imported session: its tool uses are rows (no fold state)
+        t = ToolUse.__table__.c
+        snap.tool_uses = {name: n for name, n in conn.execute(
+            sa.select(t.tool_name, t.uses).where(t.home_id == home_id, t.run_id == run_id).order_by(t.tool_name))}
+        return snap
     c = cursors_t.c
     raw = conn.execute(sa.select(c.fold_state).where(c.home_id == home_id, c.run_id == run_id)).scalar_one()
     state = orjson.loads(raw) if raw is not None else new_state()  # (None: to be re-read, migration 0004)

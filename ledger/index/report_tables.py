@@ -53,6 +53,11 @@ class ReportFact(Base):
     usage_fingerprint: Mapped[int] = mapped_column(BigInteger)
     # group-by / filter dimensions (same on every row of a run, except model)
     harness: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(Text, server_default="record")  # migration 0005: runs.source
+    # migration 0005: 1 on the first row of each slot of a run. A run record is one piece (its
+    # first row); an imported session is one piece per slot it spent in, each carrying the
+    # run-level costs of that slot, so a day is charged what a session spent that day.
+    piece: Mapped[int] = mapped_column(SmallInteger, server_default="0")
     run_model: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(Text)
     models: Mapped[str] = mapped_column(Text)  # "|m1|m2|": every model of the run, for --model
@@ -141,6 +146,7 @@ RUN_MEASURES = (
     ("run_cost_auto_partial", "sum", "run_cost_auto_partial"),  # migration 0003
     ("run_cost_reported_partial", "sum", "run_cost_reported_partial"),
     ("run_cost_estimated_partial", "sum", "run_cost_estimated_partial"),
+    ("pieces", "sum", "piece"),  # migration 0005
 )
 MODEL_MEASURES = (
     ("model_rows", "count", None),

@@ -3,8 +3,8 @@
 A source discovers what changed in a home since its cursors and folds each changed item
 (new bytes only, from the cursor's position) into rows plus the item's new cursor, which the
 indexer commits in the same transaction. Run records (`runs/<xx>/run_*/`) are the first
-source; each client's archived session logs (`sources/<client>/...`, DESIGN §4b) will be
-another, with its own tables and cursors.
+source; each client's archived session logs (`sources/<client>/...`, DESIGN §4b,
+logsource.py) are the others.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class PassContext:
     summary: Any  # the pass's IndexSummary (counts and problems found while discovering)
     encode: bool  # rows are encoded for SQLite's driver
     txn: Callable[[], AbstractContextManager[Any]]  # a transaction (or the caller's single one)
+    ready: Callable[[], None] = lambda: None  # before a source's first write: a fresh build's schema
 
 
 class Discovery(Protocol):
@@ -85,4 +86,7 @@ class RunRecordsSource:
         return RunScan(ctx)
 
 
-SOURCES: tuple[Source, ...] = (RunRecordsSource(),)
+from ledger.index.logsource import LogSource  # noqa: E402 - (it imports scan, like this module)
+
+# Run records first: the archived sessions link to the runs recorded in the same pass.
+SOURCES: tuple[Source, ...] = (RunRecordsSource(), LogSource("claude"), LogSource("codex"))

@@ -154,6 +154,7 @@ class RunSnapshot:
     model: str | None
     surface: str | None
     state: str = "unknown"  # settled | running | abandoned | unknown
+    source: str = "record"  # record | claude-log | codex-log (an imported session, issue 15)
     host: str | None = None
     cwd: str | None = None
     path: str | None = None
@@ -187,6 +188,7 @@ class RunSnapshot:
             "harness": self.harness,
             "model": self.model,
             "surface": self.surface,
+            "source": self.source,
             "host": self.host,
             "ok": self.ok,
             "error_kind": self.error_kind,

@@ -30,6 +30,7 @@ class RunFilter:
     outcome: Sequence[str] = ()
     subject: Sequence[str] = ()
     skill: Sequence[str] = ()
+    source: Sequence[str] = ()
     since: datetime | None = None  # UTC
     limit: int | None = None
 
@@ -45,6 +46,8 @@ class RunFilter:
         if self.subject and not any_of(self.subject, [x.selector for x in s.subjects]):
             return False
         if self.skill and not any_of(self.skill, [s.skill]):
+            return False
+        if self.source and not any_of(self.source, [s.source]):
             return False
         return True
 

@@ -88,7 +88,7 @@ RUN_VECTOR = (("runs", "sum"), ("input_tokens", "sum"), ("output_tokens", "sum")
               ("cache_write_tokens", "sum"), ("reasoning_tokens", "sum"), ("cost", "sum"), ("cost_n", "sum"),
               ("basis_min", "min"), ("basis_max", "max"), ("failed", "sum"), ("interrupted", "sum"),
               ("abandoned", "sum"), ("unverified", "sum"), ("evidence_gaps", "sum"), ("no_usage", "sum"),
-              ("cost_partial", "sum"))
+              ("cost_partial", "sum"), ("pieces", "sum"))
 MODEL_VECTOR = (("rows", "sum"), ("input_tokens", "sum"), ("output_tokens", "sum"), ("cache_read_tokens", "sum"),
                 ("cache_write_tokens", "sum"), ("reasoning_tokens", "sum"), ("cost", "sum"), ("cost_n", "sum"),
                 ("basis_min", "min"), ("basis_max", "max"), ("cost_partial", "sum"))
@@ -98,10 +98,10 @@ _RUN_OPS = tuple(op for _, op in RUN_VECTOR)
 _MODEL_OPS = tuple(op for _, op in MODEL_VECTOR)
 N_RUN, N_MODEL = len(RUN_VECTOR), len(MODEL_VECTOR)
 # run-level positions in Agg.v
-(RUNS, IN, OUT, CR, CW, RS, COST, COST_N, BMIN, BMAX, FAILED, INTR, ABAND, UNVER, GAPS, NO_USAGE, PART) = (
+(RUNS, IN, OUT, CR, CW, RS, COST, COST_N, BMIN, BMAX, FAILED, INTR, ABAND, UNVER, GAPS, NO_USAGE, PART, PIECES) = (
     _RUN_POS[n] for n in ("runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                           "reasoning_tokens", "cost", "cost_n", "basis_min", "basis_max", "failed", "interrupted",
-                          "abandoned", "unverified", "evidence_gaps", "no_usage", "cost_partial"))
+                          "abandoned", "unverified", "evidence_gaps", "no_usage", "cost_partial", "pieces"))
 # per-model positions in Agg.models[model]
 (M_ROWS, M_IN, M_OUT, M_CR, M_CW, M_RS, M_COST, M_COST_N, M_BMIN, M_BMAX, M_PART) = (
     _MODEL_POS[n] for n in ("rows", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
@@ -193,7 +193,9 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
     d: dict[str, Any] = {"key": key, "runs": runs}
     d.update(_tokens(v, IN))
     d["unmeasured_usage_runs"] = v[NO_USAGE] or 0
-    d.update(_cost_fields(runs, v[COST], v[COST_N] or 0, v[BMIN], v[BMAX], v[PART]))
+    # costs are known or not per piece: a run record is one, an imported session one per slot
+    # it spent in (a day holding only its later part has pieces but no run)
+    d.update(_cost_fields(v[PIECES] or 0, v[COST], v[COST_N] or 0, v[BMIN], v[BMAX], v[PART]))
     d.update({"failed": v[FAILED] or 0, "interrupted": v[INTR] or 0, "abandoned": v[ABAND] or 0,
               "unverified": v[UNVER] or 0, "evidence_gaps": v[GAPS] or 0})
     if q.evaluation:
@@ -231,12 +233,12 @@ def _run_aggregates(q: ReportQuery, t: Any = None) -> list[Any]:
         cost = f[f"run_cost_{q.cost}"]
         basis = [sa.func.min(f.run_basis_auto), sa.func.max(f.run_basis_auto)]
         head = [s(f.first), *(s(f[n]) for n in TOKENS), s(cost), sa.func.count(cost)]
-        tail = [s(f[n]) for n in flags] + [s(f[f"run_cost_{q.cost}_partial"])]
+        tail = [s(f[n]) for n in flags] + [s(f[f"run_cost_{q.cost}_partial"]), s(f.piece)]
     else:
         c = t.c
         basis = [sa.func.min(c.run_basis_min), sa.func.max(c.run_basis_max)]
         head = [s(c.runs), *(s(c[n]) for n in TOKENS), s(c[f"run_cost_{q.cost}"]), s(c[f"run_cost_{q.cost}_n"])]
-        tail = [s(c[n]) for n in flags] + [s(c[f"run_cost_{q.cost}_partial"])]
+        tail = [s(c[n]) for n in flags] + [s(c[f"run_cost_{q.cost}_partial"]), s(c.pieces)]
     if q.cost != "auto":
         basis = [_basis_literal(q), _basis_literal(q)]
     return head + basis + tail
@@ -313,7 +315,7 @@ def _filter_conds(q: ReportQuery) -> list[Any]:
     conds: list[Any] = []
     flt = q.filters
     for name, col in (("harness", f.harness), ("skill", f.skill), ("repo", f.repo), ("host", f.host),
-                      ("outcome", f.outcome)):
+                      ("outcome", f.outcome), ("source", f.source)):
         if flt.get(name):
             conds.append(_match(col, flt[name]))
     if flt.get("model"):
@@ -590,7 +592,7 @@ def _add_more_subjects(conn: Any, q: ReportQuery, conds: list[Any], col: _Collec
 
 def _run_extra() -> list[Any]:
     f = facts_t.c
-    return [sa.func.max(f.created_s), sa.func.max(f.harness), sa.func.max(f.run_model), sa.func.max(f.outcome),
+    return [sa.func.min(f.created_s), sa.func.max(f.harness), sa.func.max(f.run_model), sa.func.max(f.outcome),
             sa.func.max(f.duration_ms)]
 
 

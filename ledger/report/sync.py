@@ -58,12 +58,13 @@ Estimator = Callable[[str | None, str | None, Mapping[str, Any]], "tuple[float |
 _RUN_COLS = (runs_t.c.home_id, runs_t.c.run_id, runs_t.c.created_at, runs_t.c.harness, runs_t.c.model,
              runs_t.c.skill, runs_t.c.repo, runs_t.c.host, runs_t.c.provider_session_id, runs_t.c.outcome,
              runs_t.c.settled, runs_t.c.state, runs_t.c.evidence_gaps, runs_t.c.duration_ms,
-             runs_t.c.indexed_at)
+             runs_t.c.indexed_at, runs_t.c.source)
 # the verdict counts (migration 0004; verdict_facts)
 _RUN_COLS += (runs_t.c.ok, runs_t.c.skill_invoked, runs_t.c.tool_calls, runs_t.c.tool_errors,
               runs_t.c.tool_semantic_errors)
 _STREAM_COLS = (streams_t.c.home_id, streams_t.c.run_id, streams_t.c.stream_id, streams_t.c.provider,
-                streams_t.c.model, streams_t.c.final_receipt, streams_t.c.cost_usd) + tuple(
+                streams_t.c.model, streams_t.c.final_receipt, streams_t.c.cost_usd, streams_t.c.slot,
+                streams_t.c.est_cost_usd) + tuple(
     streams_t.c[name] for name in COUNTER_COLUMNS)
 
 
@@ -124,37 +125,40 @@ class FactBuilder:
         return hit
 
     def rows(self, run: Any, streams: Sequence[Any],
-             cached: Mapping[str, tuple[int, float | None, str | None, float | None]],
+             cached: Mapping[tuple[int, str], tuple[int, float | None, str | None, float | None]],
              subjects: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """The fact rows of one run. `cached`: model_key -> (fingerprint, estimate, unpriced,
-        known part of an incomplete estimate)
-        of rows priced with the current price version (reused when the fingerprint matches);
-        `subjects`: the run's subject selectors in manifest order."""
+        """The fact rows of one run: one per (slot, model). A run record's usage is all in the
+        slot it was created in; an archived session's streams each name their slot (its
+        usage is reported when it was spent). `cached`: (slot, model_key) -> (fingerprint,
+        estimate, unpriced, known part of an incomplete estimate) of rows priced with the
+        current price version (reused when the fingerprint matches); `subjects`: the run's
+        subject selectors in manifest order."""
         created_s = epoch(run.created_at)
-        by_model: dict[str, list[Any]] = {}
+        created_slot = created_s // SLOT_SECONDS
+        by_model: dict[tuple[int, str], list[Any]] = {}
         for st in streams:
-            by_model.setdefault(st.model or "", []).append(st)
+            by_model.setdefault((created_slot if st.slot is None else st.slot, st.model or ""), []).append(st)
         outcome = run_outcome(run.outcome, bool(run.settled), run.state)
         per_model: list[dict[str, Any]] = []
         if not by_model:
-            per_model.append({"model_key": "", "model": None, **{c: None for c in TOKEN_COLUMNS},
+            per_model.append({"slot": created_slot, "model_key": "", "model": None, **{c: None for c in TOKEN_COLUMNS},
                               **{f"cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")},
                               "basis_auto": None, "unpriced": None, "usage_fingerprint": 0})
-        for key in sorted(by_model):
-            group = by_model[key]
+        for slot, key in sorted(by_model):
+            group = by_model[(slot, key)]
             fp = _fingerprint(group)
             tokens = {}
             for c in TOKEN_COLUMNS:
                 vals = [getattr(st, c) for st in group if getattr(st, c) is not None]
                 tokens[c] = sum(vals) if vals else None
-            hit = cached.get(key)
+            hit = cached.get((slot, key))
             if hit is not None and hit[0] == fp:
                 est, unpriced = hit[1], hit[2]
                 est_part = hit[3] if len(hit) > 3 else None  # a fully known or unknown estimate has none
                 self.stats.reused_estimates += 1
                 est_by_stream = None
             else:
-                est_by_stream = [self._estimate(st.provider, st.model, _counters(st)) for st in group]
+                est_by_stream = [self._stream_estimate(st) for st in group]
                 est, est_part = split_known(e for e, _ in est_by_stream)
                 unpriced = next((why for e, why in est_by_stream if e is None), None)
             # reported: every cost the provider gave, final receipt or not (a retried attempt's)
@@ -168,12 +172,12 @@ class FactBuilder:
                 auto, auto_part, basis = est, est_part, (ESTIMATED if est is not None else None)
             else:
                 if est_by_stream is None:
-                    est_by_stream = [self._estimate(st.provider, st.model, _counters(st)) for st in group]
+                    est_by_stream = [self._stream_estimate(st) for st in group]
                 parts = [(r, REPORTED) if r is not None else (e, ESTIMATED)
                          for r, (e, _) in zip(receipts, est_by_stream)]
                 auto, auto_part = split_known(p for p, _ in parts)
                 basis = combine_codes(b for _, b in parts) if auto is not None else None
-            per_model.append({"model_key": key, "model": key or None, **tokens, "cost_reported": reported,
+            per_model.append({"slot": slot, "model_key": key, "model": key or None, **tokens, "cost_reported": reported,
                               "cost_estimated": est, "cost_auto": auto, "basis_auto": basis,
                               "cost_reported_partial": reported_part, "cost_estimated_partial": est_part,
                               "cost_auto_partial": auto_part,
@@ -185,8 +189,7 @@ class FactBuilder:
             run_model = best["model"] if best is not None else None
         models = sorted({m["model"] for m in per_model if m["model"]} | ({run_model} if run_model else set()))
         common = {
-            "slot": created_s // SLOT_SECONDS, "home_id": run.home_id, "run_id": run.run_id,
-            "created_s": created_s, "indexed_at": run.indexed_at, "settled": 1 if run.settled else 0,
+            "home_id": run.home_id, "run_id": run.run_id, "source": run.source, "indexed_at": run.indexed_at, "settled": 1 if run.settled else 0,
             "state": run.state, "harness": run.harness,
             "run_model": run_model, "models": "|" + "|".join(models) + "|", "skill": run.skill,
             "repo": run.repo, "host": run.host, "session": run.provider_session_id, "outcome": outcome,
@@ -206,10 +209,35 @@ class FactBuilder:
                 "no_usage": 0, "duration_ms": None, "run_basis_auto": None, "run_total_tokens": None,
                 **{f"run_cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")},
                 **{name: 0 for name in VERDICT_FACTS}}
+        # an imported session spends in several slots: each slot's first row is a *piece*
+        # carrying that slot's run-level costs (a day is charged what was spent that day);
+        # a run record has one slot, so its one piece is its first row with the whole cost
+        slots: dict[int, list[dict[str, Any]]] = {}
+        for m in per_model:
+            slots.setdefault(m["slot"], []).append(m)
         out = []
-        for i, m in enumerate(per_model):
-            out.append({**common, **m, "first": 1 if i == 0 else 0, **(run_level if i == 0 else zero)})
+        for slot, rows in slots.items():
+            piece = {**zero, **_run_costs(rows), "run_basis_auto": combine_codes(m["basis_auto"] for m in rows)}
+            for j, m in enumerate(rows):
+                first = not out
+                # a later slot's row is dated at its slot's start (the buckets of zones whose
+                # offset is not a multiple of 15 minutes use it); the first row at the creation
+                at = created_s if slot == created_slot else slot * SLOT_SECONDS
+                out.append({**common, **m, "created_s": at, "first": 1 if first else 0, "piece": 1 if j == 0 else 0,
+                            **({**run_level, **piece, **_run_flags(run_level)} if first else piece if j == 0 else zero)})
         return out
+
+    def _stream_estimate(self, st: Any) -> tuple[float | None, str | None]:
+        """An archived session's stream carries its estimate, priced per API response (a
+        long-context tier is per request); a run record's stream is priced here."""
+        if st.est_cost_usd is not None:
+            return st.est_cost_usd, None
+        return self._estimate(st.provider, st.model, _counters(st))
+
+
+def _run_flags(run_level: Mapping[str, Any]) -> dict[str, Any]:
+    """The run-level fields that are not costs (the first row keeps them whole)."""
+    return {k: v for k, v in run_level.items() if not k.startswith("run_cost_") and k != "run_basis_auto"}
 
 
 VERDICT_FACTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
@@ -256,6 +284,8 @@ def _fingerprint(streams: Iterable[Any]) -> int:
     for st in sorted(streams, key=lambda s: s.stream_id):
         h.update(repr((st.stream_id, st.provider, st.model, bool(st.final_receipt), st.cost_usd,
                        tuple(getattr(st, n) for n in COUNTER_COLUMNS))).encode())
+        if st.slot is not None or st.est_cost_usd is not None:  # (archived sessions only)
+            h.update(repr((st.slot, st.est_cost_usd)).encode())
     return int.from_bytes(h.digest()[:8], "big", signed=True)
 
 
@@ -308,17 +338,17 @@ def _load_subjects(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int
 
 
 def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int]
-                 ) -> dict[tuple[int, str], dict[str, tuple[int, float | None, str | None, float | None]]]:
+                 ) -> dict[tuple[int, str], dict[tuple[int, str], tuple[int, float | None, str | None, float | None]]]:
     """The estimates the facts of `keys` hold (all priced with the current price data: a
     new price version rebuilds everything); adds their slots to `touched`."""
-    out: dict[tuple[int, str], dict[str, tuple[int, float | None, str | None, float | None]]] = {}
+    out: dict[tuple[int, str], dict[tuple[int, str], tuple[int, float | None, str | None, float | None]]] = {}
     if not keys:
         return out
     f = facts_t.c
     q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced,
                   f.cost_estimated_partial, f.slot).where(keys_in(f.home_id, f.run_id, keys))
     for r in conn.execute(q):
-        out.setdefault((r.home_id, r.run_id), {})[r.model_key] = (
+        out.setdefault((r.home_id, r.run_id), {})[(r.slot, r.model_key)] = (
             r.usage_fingerprint, r.cost_estimated, r.unpriced, r.cost_estimated_partial)
         touched.add(r.slot)
     return out
@@ -330,7 +360,7 @@ def _delete_facts(conn: Any, keys: Sequence[tuple[int, str]]) -> None:
 
 
 def _write(conn: Any, builder: FactBuilder, runs: Sequence[Any],
-           cached: Mapping[tuple[int, str], Mapping[str, tuple[int, float | None, str | None, float | None]]],
+           cached: Mapping[tuple[int, str], Mapping[tuple[int, str], tuple[int, float | None, str | None, float | None]]],
            touched: set[int]) -> None:
     """Build and insert the facts of `runs` (their old facts are already gone)."""
     keys = [(r.home_id, r.run_id) for r in runs]

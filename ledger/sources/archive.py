@@ -527,15 +527,16 @@ def _rehash(fd: int, g: dict[str, Any], prefix: bool = True) -> None:
 class _Lock:
     """One importer per home at a time (two would append the same bytes twice)."""
 
-    def __init__(self, sources_dir: Path) -> None:
+    def __init__(self, sources_dir: Path, busy_ok: bool = False) -> None:
         self.path = sources_dir / ".lock"
         self.fd: int | None = None
+        self.busy_ok = busy_ok  # raise BlockingIOError instead of waiting for another importer
 
     def __enter__(self) -> "_Lock":
         import fcntl
 
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        fcntl.flock(self.fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if self.busy_ok else 0))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -556,13 +557,48 @@ def prepare_home(home: Path) -> Path:
     return sources
 
 
+ROOTS_FILE = f"{STATE_DIR}/roots.json"  # the config dirs a client was imported from (refresh() reads them)
+
+
+def imported_roots(home: Path, client: Client) -> list[str]:
+    try:
+        data = json.loads((Path(home) / "sources" / client.name / ROOTS_FILE).read_bytes())
+    except (OSError, ValueError):
+        return []
+    return [r for r in data.get("roots", []) if isinstance(r, str)] if isinstance(data, dict) else []
+
+
+def refresh(home: Path) -> list[ClientSummary]:
+    """Bring every client that was imported into `home` up to date from the config dirs it was
+    imported from (readers call this before indexing: after the first `ledger import`, every
+    report is current). Only changed logs are read; an importer already at work is not waited
+    for (what it archives is counted by the next reader)."""
+    out = []
+    if not os.path.isdir(os.path.join(home, "sources")):
+        return out
+    for client in CLIENTS.values():
+        roots = [Path(r) for r in imported_roots(home, client)]
+        roots = [r for r in roots if has_logs_dir(client, r)]
+        if roots:
+            try:
+                out.append(import_client(home, client, roots, busy_ok=True))
+            except BlockingIOError:
+                continue
+    return out
+
+
 def import_client(home: Path, client: Client, roots: list[Path],
-                  progress: Callable[[int, int], None] | None = None) -> ClientSummary:
+                  progress: Callable[[int, int], None] | None = None, busy_ok: bool = False) -> ClientSummary:
     """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs)."""
     roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
     summary = ClientSummary(client.name, roots=[str(r) for r in roots])
     sources = prepare_home(home)
-    with _Lock(sources):
+    with _Lock(sources, busy_ok):
+        known = imported_roots(home, client)
+        if any(str(r) not in known for r in roots):
+            _mkdirs(sources / client.name / STATE_DIR)
+            _write_atomic(sources / client.name / ROOTS_FILE, json.dumps(
+                {"roots": known + [str(r) for r in roots if str(r) not in known]}, indent=1).encode() + b"\n")
         found: list[Found] = []
         for root in roots:
             found.extend(discover(client, root, summary))

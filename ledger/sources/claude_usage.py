@@ -123,6 +123,20 @@ class CostDelta:
         return self.time[:10] if self.time else None
 
 
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as its lines describe it (subagent files' lines carry the parent's id)."""
+
+    session_id: str
+    started: str | None
+    ended: str | None
+    cwd: str | None
+    git_branch: str | None
+    version: str | None
+    entrypoint: str | None      # "cli": interactive; "sdk-cli": `claude -p` / the SDK
+    tools: dict[str, int]
+
+
 def _count(v: Any) -> int | None:
     if type(v) is int:
         return v if v >= 0 else None
@@ -197,6 +211,12 @@ class ClaudeUsage:
         self._chains: dict[str, dict[str, Any]] = {
             k: {"m": {m: dict(lv) for m, lv in v["m"].items()}, "t": dict(v["t"]), "u": list(v["u"])}
             for k, v in s.get("chains", {}).items()}
+        # session id -> [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]
+        # (optional in the state: states written before sessions were kept still load)
+        self._sessions: dict[str, list[Any]] = {
+            k: [*v[:6], dict(v[6])] for k, v in s.get("sessions", {}).items()}
+        # tool_use ids already counted (a content block is copied like its response)
+        self._tool_ids: set[str] = set(s.get("tool_ids", ()))
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
 
@@ -206,6 +226,8 @@ class ClaudeUsage:
                 "responses": {k: list(v) for k, v in self._responses.items()},
                 "chains": {k: {"m": {m: dict(lv) for m, lv in v["m"].items()}, "t": dict(v["t"]),
                                "u": list(v["u"])} for k, v in self._chains.items()},
+                "sessions": {k: [*v[:6], dict(v[6])] for k, v in self._sessions.items()},
+                "tool_ids": sorted(self._tool_ids),
                 "problem_count": self.problem_count}
 
     def offset(self, file: str) -> int:
@@ -236,6 +258,9 @@ class ClaudeUsage:
             ts = _utc(obj.get("timestamp"))
             if ts is not None and (latest is None or ts > latest):
                 latest = ts
+            sid = obj.get("sessionId")
+            if type(sid) is str and sid:
+                self._session_line(sid, obj, ts)
             if kind == "assistant":
                 self._assistant(obj, ts, file, n, path_session, path_agent)
             elif kind == "cost-state":
@@ -269,6 +294,9 @@ class ClaudeUsage:
         cost = _cost(obj.get("costUSD"))
         side = 1 if obj.get("isSidechain") is True else 0
         session = obj.get("sessionId") if type(obj.get("sessionId")) is str else path_session
+        content = msg.get("content")
+        if type(content) is list and session is not None:
+            self._tools(session, content)
         agent = obj.get("agentId") if type(obj.get("agentId")) is str else path_agent
         e = self._responses.get(key)
         if e is None:
@@ -288,6 +316,39 @@ class ClaudeUsage:
                 e[_MODEL] = model
         elif e[_MODEL] is None:
             e[_MODEL] = model
+
+    def _session_line(self, sid: str, obj: dict[str, Any], ts: str | None) -> None:
+        """What the session's lines say about it: first/last time, cwd, branch, client."""
+        m = self._sessions.get(sid)
+        if m is None:
+            m = self._sessions[sid] = [None, None, None, None, None, None, {}]
+        if ts is not None:
+            if m[0] is None or ts < m[0]:
+                m[0] = ts
+            if m[1] is None or ts > m[1]:
+                m[1] = ts
+        if m[2] is None and type(obj.get("cwd")) is str:
+            m[2] = obj["cwd"]
+        if m[3] is None and type(obj.get("gitBranch")) is str and obj["gitBranch"]:
+            m[3] = obj["gitBranch"]
+        if m[4] is None and type(obj.get("version")) is str:
+            m[4] = obj["version"]
+        if m[5] is None and type(obj.get("entrypoint")) is str:
+            m[5] = obj["entrypoint"]
+
+    def _tools(self, sid: str, content: list[Any]) -> None:
+        """Tool uses by name, each `tool_use` block id counted once (blocks are copied into
+        resumed and forked files like the responses that hold them)."""
+        for block in content:
+            if type(block) is dict and block.get("type") == "tool_use":
+                tid, name = block.get("id"), block.get("name")
+                if type(tid) is not str or type(name) is not str or tid in self._tool_ids:
+                    continue
+                self._tool_ids.add(tid)
+                m = self._sessions.get(sid)
+                if m is None:
+                    m = self._sessions[sid] = [None, None, None, None, None, None, {}]
+                m[6][name] = m[6].get(name, 0) + 1
 
     def _cost_state(self, obj: dict[str, Any], time: str | None, file: str, lineno: int,
                     path_session: str | None) -> None:
@@ -330,6 +391,10 @@ class ClaudeUsage:
             }
             yield Response(mid, req or None, e[_MODEL], e[_TS], e[_SESSION], e[_AGENT], bool(e[_SIDE]),
                            counters, e[_COST], e[_FILE], e[_LINE])
+
+    def sessions(self) -> dict[str, SessionInfo]:
+        """What each session's own lines said about it (by session id)."""
+        return {sid: SessionInfo(sid, *m[:6], dict(m[6])) for sid, m in self._sessions.items()}
 
     def cost_deltas(self) -> list[CostDelta]:
         out: list[CostDelta] = []

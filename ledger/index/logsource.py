@@ -1,0 +1,511 @@
+"""The archived session logs of Claude Code and Codex as a source of the index (issue 15).
+
+`ledger import` copies the clients' logs into `<home>/sources/<client>/` (ledger.sources.archive:
+append-only, never rewritten). This source projects that archive into the same tables as run
+records, so `ledger runs`, `ledger report` and `ledger sql` see every session without new
+commands:
+
+- one `runs` row per client session (`run_id` `claude-<session id>` / `codex-<thread id>`,
+  `source` `claude-log` / `codex-log`, surface `interactive`, or `headless` for `claude -p` /
+  `codex exec`); subagent transcripts belong to their session;
+- its usage in `usage_streams`, one row per (model, 15-minute slot): a session spanning days
+  is reported on each day it spent; `cost_usd` is the client's own figure (Claude Code
+  2.1.x `cost-state` deltas, 2.0.x `costUSD`) with `final_receipt` true, and `est_cost_usd`
+  the estimate priced per API response (a long-context tier applies per request, so a sum
+  must not be priced as one request);
+- `tool_uses` per tool name (Claude: each `tool_use` block id once);
+- `log_sessions`: every session found. One that `ledger run` recorded (same provider
+  session id, same harness) is counted once: the run record wins, `linked_run_id` names it
+  and the session has no `runs` row. A session without any API response or cost (its
+  prompt was never sent) is listed there only: it is not a run.
+
+The counting rules are the pure reducers' (ledger.sources.claude_usage / codex_usage); their
+state and the bytes read of each archive file are kept in `log_state`, so a pass reads only
+new bytes. A pass stats the archive files (no read when none grew); an archive file that
+shrank or was replaced (ledger never does either: damage or a restore) makes the source
+re-read its whole archive. Sessions whose rows did not change are not rewritten (their
+fingerprint is kept in `log_sessions`). Rebuilding the index rebuilds all of this from the
+archive: the index is derived, the archive is the evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+import orjson
+import sqlalchemy as sa
+
+from ledger.index.models import LogSession, LogState, Run, ToolUse, UsageStream
+from ledger.index.report_tables import SLOT_SECONDS
+from ledger.index.scan import delete_runs
+from ledger.records.timefmt import parse_rfc3339
+
+STATE_V = 1
+SOURCES_DIR = "sources"
+ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
+LINK_CHUNK = 500
+
+runs_t = Run.__table__
+streams_t = UsageStream.__table__
+tools_t = ToolUse.__table__
+sessions_t = LogSession.__table__
+state_t = LogState.__table__
+
+COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
+            "cache_write_1h_tokens", "output_tokens", "reasoning_tokens")
+
+
+# ---------------------------------------------------------------- what a session becomes
+
+@dataclass
+class _Stream:
+    model: str | None
+    slot: int
+    n: int = 0
+    counters: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(COUNTERS))
+    priced: list[dict[str, int | None]] = field(default_factory=list)  # per response, to estimate
+    cost: float | None = None
+    costed: int = 0  # responses that carried their own cost (2.0.x)
+    receipt: bool = False
+
+    def add(self, counters: dict[str, int | None]) -> None:
+        self.n += 1
+        for k, v in counters.items():
+            if v is not None and k in self.counters:
+                self.counters[k] = (self.counters[k] or 0) + v
+        self.priced.append(counters)
+
+
+@dataclass
+class _Session:
+    sid: str
+    started: str | None = None
+    ended: str | None = None
+    cwd: str | None = None
+    repo: str | None = None
+    branch: str | None = None
+    surface: str | None = None
+    parent: str | None = None
+    tools: dict[str, int] = field(default_factory=dict)
+    streams: dict[tuple[str, int], _Stream] = field(default_factory=dict)
+    files: set[str] = field(default_factory=set)
+
+    def stream(self, model: str | None, slot: int) -> _Stream:
+        key = (model or "", slot)
+        st = self.streams.get(key)
+        if st is None:
+            st = self.streams[key] = _Stream(model, slot)
+        return st
+
+
+def _epoch(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(parse_rfc3339(text).timestamp())
+    except (ValueError, OverflowError):
+        return None
+
+
+def _slot(text: str | None, fallback: int) -> int:
+    e = _epoch(text)
+    return fallback if e is None else e // SLOT_SECONDS
+
+
+# ---------------------------------------------------------------- the clients
+
+class _Claude:
+    harness = "claude"
+    provider = "anthropic"
+
+    @staticmethod
+    def reducer(state: dict[str, Any] | None) -> Any:
+        from ledger.sources.claude_usage import ClaudeUsage
+
+        return ClaudeUsage(state)
+
+    @staticmethod
+    def sessions(usage: Any) -> dict[str, _Session]:
+        out: dict[str, _Session] = {}
+        for sid, info in usage.sessions().items():
+            ep = info.entrypoint
+            surface = None if ep is None else ("headless" if ep.startswith("sdk") else "interactive")
+            out[sid] = _Session(sid, info.started, info.ended, info.cwd, None, info.git_branch, surface,
+                                tools=dict(info.tools))
+
+        def session(sid: str | None) -> _Session:
+            sid = sid or "unknown"
+            s = out.get(sid)
+            if s is None:
+                s = out[sid] = _Session(sid)
+            return s
+
+        # a chain with cost-state lines: its models' costs are the client's (per model, or
+        # only the session total: then on a model-less stream), the tokens' own cost 0
+        chains: dict[str, tuple[set[str | None], set[str]]] = {}
+        deltas = usage.cost_deltas()
+        for d in deltas:
+            models, unknown = chains.setdefault(d.session_id, (set(), set()))
+            models.add(d.model)
+            if d.cost_usd is None and d.model is not None:
+                unknown.add(d.model)
+        for r in usage.responses():
+            s = session(r.session_id)
+            s.files.add(r.file)
+            st = s.stream(r.model, _slot(r.time, _slot(s.started, 0)))
+            st.add(r.counters)
+            if r.cost_usd is not None:  # 2.0.x: the response's own cost
+                st.cost = (st.cost or 0.0) + r.cost_usd
+                st.costed += 1
+        for d in deltas:
+            if d.cost_usd is None:
+                continue
+            s = session(d.session_id)
+            st = s.stream(d.model, _slot(d.time, _slot(s.started, 0)))
+            st.cost = (st.cost or 0.0) + d.cost_usd
+        for s in out.values():
+            models, unknown = chains.get(s.sid, (set(), set()))
+            for st in s.streams.values():
+                if (st.model in models or None in models) and st.model not in unknown:
+                    st.receipt = True  # the chain's deltas are this model's cost (0 in this slot if none)
+                    st.cost = st.cost or 0.0
+                else:
+                    st.receipt = st.costed == st.n  # 2.0.x: every response said what it cost
+        return out
+
+
+class _Codex:
+    harness = "codex"
+    provider = "openai"
+
+    @staticmethod
+    def reducer(state: dict[str, Any] | None) -> Any:
+        from ledger.sources.codex_usage import CodexUsage
+
+        return CodexUsage(state)
+
+    @staticmethod
+    def sessions(usage: Any) -> dict[str, _Session]:
+        out: dict[str, _Session] = {}
+        for info in usage.sessions():
+            headless = info.originator == "codex_exec" or info.source == "exec"
+            interactive = info.originator == "codex_cli_rs" or info.source == "cli"
+            surface = "headless" if headless else ("interactive" if interactive else None)
+            s = out[info.session_id] = _Session(info.session_id, info.started, info.ended, info.cwd,
+                                                info.git_repository_url, info.git_branch, surface,
+                                                parent=info.forked_from_id)
+            s.files.update(info.files)
+        for d in usage.deltas():
+            sid = d.session_id or d.chain
+            s = out.get(sid)
+            if s is None:
+                s = out[sid] = _Session(sid)
+            s.files.add(d.file)
+            s.stream(d.model, _slot(d.time, _slot(s.started, 0))).add(d.counters)
+        return out
+
+
+CLIENTS = {"claude": _Claude, "codex": _Codex}
+
+
+# ---------------------------------------------------------------- the source
+
+class LogSource:
+    """One client's archive (`sources/<client>/`) as a source of the index."""
+
+    tables: tuple[sa.Table, ...] = ()  # no per-item work: the pass is done in settle()
+    key = "row_id"
+
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.name = f"{client}-log"  # runs.source and log_state.source: never renamed
+        self.spec = CLIENTS[client]
+
+    def discover(self, ctx: Any) -> "LogPass":
+        return LogPass(self, ctx)
+
+    @staticmethod
+    def fold(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never called: no items
+        raise NotImplementedError
+
+    damaged = fold
+    delete = fold
+
+
+def archive_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
+    """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks)."""
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
+        except OSError:
+            continue
+        for e in entries:
+            r = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if not rel and e.name in ARCHIVE_SKIP:
+                        continue
+                    stack.append(r)
+                elif e.is_file(follow_symlinks=False) and e.name.endswith(".jsonl"):
+                    yield r, e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+
+
+class LogPass:
+    """One home's pass of a LogSource: all the work is in settle()."""
+
+    def __init__(self, source: LogSource, ctx: Any) -> None:
+        self.source = source
+        self.ctx = ctx
+        s = ctx.summary
+        self.runs_changed = bool(s.new or s.updated or s.removed)  # record runs: links may change
+        self.bytes_read = 0  # (tests count the bytes a pass reads)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def folded(self, batch: list[Any]) -> None:  # pragma: no cover - no items
+        pass
+
+    def write_state(self, insert_rows: Any) -> None:
+        pass
+
+    def settle(self) -> bool:
+        ctx, src = self.ctx, self.source
+        root = os.path.join(ctx.home, SOURCES_DIR, src.client)
+        files = {rel: st for rel, st in archive_files(root)} if os.path.isdir(root) else {}
+        conn, h = ctx.conn, ctx.home_id
+        if files:
+            ctx.ready()
+        with ctx.txn():
+            row = None if ctx.fresh else conn.execute(
+                sa.select(state_t.c.state).where(state_t.c.home_id == h, state_t.c.source == src.name)).first()
+            if row is None and not files:
+                return False
+            cur = orjson.loads(row[0]) if row is not None else {"v": STATE_V, "files": {}}
+            known: dict[str, list[int]] = cur["files"]
+            changed = [rel for rel, st in files.items() if known.get(rel) != [st.st_size, st.st_ino]]
+            gone = [rel for rel in known if rel not in files]
+            if not changed and not gone and not self.runs_changed:
+                return False
+            reset = bool(gone) or any(
+                rel in known and (files[rel].st_size < known[rel][0] or files[rel].st_ino != known[rel][1])
+                for rel in changed)
+            reducer_row = None if (reset or row is None) else conn.execute(
+                sa.select(state_t.c.state).where(state_t.c.home_id == h,
+                                                 state_t.c.source == src.name + "/reducer")).first()
+            usage = src.spec.reducer(orjson.loads(reducer_row[0]) if reducer_row is not None else None)
+            if reset:
+                known = {}
+            fed = False
+            for rel in sorted(changed if not reset else files):
+                st = files[rel]
+                start = usage.offset(rel)
+                if st.st_size > start:
+                    data = _read(os.path.join(root, rel), start, st.st_size)
+                    if data is None:
+                        continue  # unreadable now: tried again next pass (its cursor is not moved)
+                    self.bytes_read += len(data)
+                    usage.feed(rel, data, start)
+                    fed = True
+                known[rel] = [st.st_size, st.st_ino]
+            self._project(conn, h, usage, files, root, reset or row is None)
+            now = datetime.now(timezone.utc)
+            conn.execute(sa.delete(state_t).where(state_t.c.home_id == h,
+                                                  state_t.c.source.in_([src.name, src.name + "/reducer"])))
+            rows = [{"home_id": h, "source": src.name, "state": orjson.dumps(
+                {"v": STATE_V, "files": known}).decode(), "indexed_at": now}]
+            if fed or reducer_row is not None or reset or row is None:
+                rows.append({"home_id": h, "source": src.name + "/reducer",
+                             "state": orjson.dumps(usage.state()).decode(), "indexed_at": now})
+            conn.execute(sa.insert(state_t), rows)
+        return True
+
+    # ------------------------------------------------------------------------------
+    def _project(self, conn: Any, h: int, usage: Any, files: dict[str, os.stat_result], root: str,
+                 everything: bool) -> None:
+        src = self.source
+        sessions = src.spec.sessions(usage)
+        links = _links(conn, h, src.spec.harness, sorted(sessions))
+        old = {rid: fp for rid, fp in conn.execute(
+            sa.select(sessions_t.c.row_id, sessions_t.c.fingerprint).where(
+                sessions_t.c.home_id == h, sessions_t.c.source == src.name))}
+        now = datetime.now(timezone.utc)
+        from ledger.pricing import price_data_version
+
+        version = price_data_version()
+        write: list[tuple[str, _Session, int]] = []
+        for sid, s in sessions.items():
+            rid = f"{src.spec.harness}-{sid}"
+            fp = _fingerprint(s, links.get(sid), version)
+            if everything or old.get(rid) != fp:
+                write.append((rid, s, fp))
+        stale = [rid for rid in old if rid not in {f"{src.spec.harness}-{sid}" for sid in sessions}]
+        drop = stale + [rid for rid, _, _ in write if rid in old]
+        for i in range(0, len(drop), LINK_CHUNK):
+            chunk = drop[i:i + LINK_CHUNK]
+            delete_runs(conn, h, chunk, False)
+            conn.execute(sa.delete(sessions_t).where(sessions_t.c.home_id == h, sessions_t.c.row_id.in_(chunk)))
+        if not write:
+            return
+        price = _Pricer(src.spec.provider)
+        runs, streams, tools, logs = [], [], [], []
+        for rid, s, fp in write:
+            linked = links.get(s.sid)
+            main = min(s.files, key=lambda f: ("/subagents/" in f, len(f), f)) if s.files else None
+            logs.append({"home_id": h, "row_id": rid, "source": src.name, "provider_session_id": s.sid,
+                         "linked_run_id": linked, "files": len(s.files),
+                         "path": f"{SOURCES_DIR}/{src.client}/{main}" if main else None,
+                         "fingerprint": fp, "indexed_at": now})
+            if linked is not None:
+                continue  # the run record is the evidence: counted once, as the run
+            if not s.streams:
+                continue  # no API response, no cost (a prompt never sent): listed, not a run
+            run, st_rows = self._rows(h, rid, s, main, price, now)
+            runs.append(run)
+            streams.extend(st_rows)
+            tools.extend({"home_id": h, "run_id": rid, "tool_name": name, "uses": n}
+                         for name, n in sorted(s.tools.items()))
+        for table, rows in ((runs_t, runs), (streams_t, streams), (tools_t, tools), (sessions_t, logs)):
+            for i in range(0, len(rows), 2000):
+                conn.execute(sa.insert(table), rows[i:i + 2000])
+
+    def _rows(self, h: int, rid: str, s: _Session, main: str | None, price: "_Pricer", now: datetime
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        src = self.source
+        created = _dt(s.started) or _dt(min((st.slot for st in s.streams.values()), default=0) * SLOT_SECONDS)
+        ended = _dt(s.ended)
+        totals: dict[str, int | None] = dict.fromkeys(COUNTERS)
+        st_rows = []
+        by_model: dict[str, int] = {}
+        cost: float | None = None
+        for (mkey, slot), st in sorted(s.streams.items()):
+            for k, v in st.counters.items():
+                if v is not None:
+                    totals[k] = (totals[k] or 0) + v
+            if st.model is not None:
+                by_model[st.model] = by_model.get(st.model, 0) + sum(
+                    st.counters[k] or 0 for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens",
+                                                  "output_tokens"))
+            if st.cost is not None:
+                cost = (cost or 0.0) + st.cost
+            st_rows.append({
+                "home_id": h, "run_id": rid, "stream_id": f"{mkey or '-'}@{slot}", "provider": src.spec.provider,
+                "model": st.model, "attempt_key": None, "turn_key": None, "observations": st.n,
+                "final_receipt": st.receipt, **{c: st.counters.get(c) for c in _STREAM_COUNTERS},
+                "cost_usd": st.cost,
+                "slot": slot, "est_cost_usd": price.estimate(st),
+            })
+        model = max(by_model, key=lambda m: (by_model[m], m)) if by_model else None
+        gaps = sum(1 for f in s.files if ".gen" in f.rsplit("/", 1)[-1])  # a rewritten log's new generation
+        run = {
+            "home_id": h, "run_id": rid, "parent_run_id": f"{src.spec.harness}-{s.parent}" if s.parent else None,
+            "created_at": created, "ended_at": ended,
+            "duration_ms": int((ended - created).total_seconds() * 1000) if ended and created and ended >= created else None,
+            "harness": src.spec.harness, "model": model, "surface": s.surface, "source": src.name,
+            "repo": s.repo, "worktree": None, "skill": None, "cwd": s.cwd, "host": None, "boot_id": None,
+            "launcher_pid": None, "launcher_start_ticks": None, "outcome": None, "settled": True,
+            "state": "settled", "evidence_gaps": gaps, "usage_gaps": 0, "record_rewrites": 0,
+            "streams": len(st_rows), "final_streams": sum(1 for r in st_rows if r["final_receipt"]),
+            **{c: totals.get(c) for c in _RUN_COUNTERS}, "total_input_tokens": None, "peak_input_tokens": None,
+            "context_window_tokens": None, "cost_usd": cost, "provider_session_id": s.sid, "final_answer": None,
+            "final_answer_exact": None, "api_retries": 0, "skill_invoked": None,
+            "path": f"{SOURCES_DIR}/{src.client}/{main}" if main else f"{SOURCES_DIR}/{src.client}",
+            "indexed_at": now,
+        }
+        return run, st_rows
+
+
+_STREAM_COUNTERS = COUNTERS
+_RUN_COUNTERS = COUNTERS
+
+
+class _Pricer:
+    """Per-response estimates, memoised by shape (sessions repeat the same counters often)."""
+
+    def __init__(self, provider: str) -> None:
+        from ledger.pricing import estimate_cost
+
+        self.provider = provider
+        self.estimate_cost = estimate_cost
+        self.memo: dict[tuple, float | None] = {}
+
+    def estimate(self, st: _Stream) -> float | None:
+        if not st.priced:
+            return 0.0  # a stream of reported cost only: no tokens to estimate
+        total = 0.0
+        for c in st.priced:
+            key = (st.model, *(c.get(k) for k in COUNTERS))
+            v = self.memo.get(key, False)
+            if v is False:
+                try:
+                    v = self.estimate_cost(self.provider, st.model, c)[0]
+                except Exception:  # noqa: BLE001 - a price-table failure is an unknown cost, not a crash
+                    v = None
+                self.memo[key] = v
+            if v is None:
+                return None  # the report prices the stream itself and says why it cannot
+            total += v
+        return total
+
+
+def _dt(v: Any) -> datetime | None:
+    if v is None:
+        return None
+    if isinstance(v, int):
+        return datetime.fromtimestamp(v, timezone.utc)
+    try:
+        return parse_rfc3339(v)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _read(path: str, start: int, end: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        out = bytearray()
+        while len(out) < end - start:
+            chunk = os.pread(fd, min(1 << 22, end - start - len(out)), start + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _links(conn: Any, h: int, harness: str, sids: list[str]) -> dict[str, str]:
+    """provider session id -> the run record that holds it (the earliest, when several do)."""
+    out: dict[str, str] = {}
+    r = runs_t.c
+    for i in range(0, len(sids), LINK_CHUNK):
+        chunk = sids[i:i + LINK_CHUNK]
+        for rid, psid in conn.execute(
+                sa.select(r.run_id, r.provider_session_id).where(
+                    r.home_id == h, r.source == "record", r.harness == harness,
+                    r.provider_session_id.in_(chunk)).order_by(r.run_id)):
+            out.setdefault(psid, rid)
+    return out
+
+
+def _fingerprint(s: _Session, linked: str | None, version: str) -> int:
+    """A 63-bit hash of everything a session's rows hold (unchanged: not rewritten)."""
+    h = hashlib.sha1()
+    h.update(orjson.dumps([s.sid, s.started, s.ended, s.cwd, s.repo, s.branch, s.surface, s.parent,
+                           sorted(s.tools.items()), sorted(s.files), linked, version]))
+    for key, st in sorted(s.streams.items()):
+        h.update(orjson.dumps([list(key), st.model, st.n, [st.counters[k] for k in COUNTERS], st.cost, st.receipt,
+                               [[c.get(k) for k in COUNTERS] for c in st.priced]]))
+    return int.from_bytes(h.digest()[:8], "big", signed=True)
