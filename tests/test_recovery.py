@@ -27,7 +27,12 @@ def _previous_revision() -> str:
 
 
 def _index_at(url: str, home, revision: str) -> None:
-    """Index `home` into a database whose schema stops at `revision` (as the last release left it)."""
+    """Index `home` into a database whose schema stops at `revision` (as the last release left it).
+
+    Today's indexer writes today's columns: it indexes at the head, then the schema is taken
+    down to `revision` with the migrations' own downgrades (the rows stay)."""
+    from alembic import command
+
     from ledger.index.indexer import Indexer
 
     if dbmod.is_sqlite(url):
@@ -37,10 +42,14 @@ def _index_at(url: str, home, revision: str) -> None:
     try:
         with eng.connect() as conn:
             with conn.begin():
-                dbmod.upgrade(conn, revision)
+                dbmod.upgrade(conn)
             Indexer(eng, workers=0).index(conn, [os.path.abspath(home)])
             if conn.in_transaction():
                 conn.commit()
+            with conn.begin():
+                command.downgrade(dbmod.alembic_config(connection=conn), revision)
+            with conn.begin():
+                assert dbmod.current_revision(conn) == revision
     finally:
         eng.dispose()
 

@@ -104,4 +104,3 @@ def downgrade() -> None:
         op.drop_column("tool_uses", name)
     for name, _, _ in RUN_COLUMNS:
         op.drop_column("runs", name)
-    _reread_every_record()
