@@ -287,3 +287,33 @@ def test_report_task_combines_runs_by_the_rules(home, db_url):
                                   "2026-03-08T11:00:00Z")
     assert doc["totals"]["runs"] == 8
     assert ids["r1"] != parent
+
+
+def test_verdict_follows_liveness_running_then_abandoned(home, db_url):
+    """A running run has no verdict; once its launcher is gone it is `abandoned`: in
+    `ledger runs` (recomputed when read) and in the stored row (the next pass's re-check)."""
+    import subprocess
+    import sys
+
+    from ledger.index.ops import index_homes
+
+    code = ("import sys; from ledger.records import publish_run; m = publish_run(sys.argv[1], harness='command');"
+            "print(m.run_id, flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code, str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    run_id = child.stdout.readline().decode().strip()
+
+    def stored():
+        q = cli("sql", f"SELECT ok, error_kind FROM runs_v WHERE run_id = '{run_id}'", "--json", "--db", db_url)
+        return json.loads(q.stdout)
+
+    try:
+        index_homes([home], db_url)
+        rows = json.loads(cli("runs", "--json", "--db", db_url).stdout)
+        assert [(r["ok"], r["error_kind"]) for r in rows if r["id"] == run_id] == [(None, None)]
+        assert stored() == [{"ok": None, "error_kind": None}]
+    finally:
+        child.stdin.close()
+        child.wait()
+    rows = json.loads(cli("runs", "--json", "--db", db_url).stdout)
+    assert [(r["ok"], r["error_kind"]) for r in rows if r["id"] == run_id] == [(False, "abandoned")]
+    assert stored() == [{"ok": False, "error_kind": "abandoned"}]
