@@ -310,7 +310,7 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
     gaps = record_gaps + rewrites
     # judged on the record's own gaps (as the records reader does): a rewrite only the index saw
     # shows in evidence_gaps, not in the verdict
-    verdict = judge(state=live, outcome=terminal.outcome if terminal.valid else None, result=state.get("verdict_facts"),
+    verdict = judge(state=live, outcome=terminal.outcome if terminal.valid else None, result=state["result"],
                     evidence_gaps=record_gaps,
                     skill_invoked=skill_invoked if isinstance(skill_invoked, bool) else None)
     tools = state["tools"]

@@ -100,7 +100,6 @@ def new_state() -> dict[str, Any]:
         "tools": {}, "retries": 0, "result": None, "turns": {}, "answer": None,
         "answer_exact": None, "skill_invoked": None,
         "tool_status": {},  # tool name -> [ok, error, semantic-error] results (verdict.py)
-        "verdict_facts": None,  # what the verdict reads from the result event (verdict.py)
     }
 
 
@@ -310,8 +309,9 @@ def _fold_body(state: dict[str, Any], ev: dict[str, Any], kind: Any) -> None:
         if type(duration) not in (int, float) or not math.isfinite(duration):
             duration = None
         reasons = ev.get("evidence_reasons")
-        state["result"] = {"outcome": _str(ev.get("outcome")), "duration_secs": duration}
-        state["verdict_facts"] = {  # ledger additions the verdict reads (ledger.records.verdict)
+        state["result"] = {
+            "outcome": _str(ev.get("outcome")), "duration_secs": duration,
+            # ledger additions the verdict reads (ledger.records.verdict)
             "stop_reason": _str(ev.get("stop_reason")), "stopped_by": _str(ev.get("stopped_by")),
             "evidence": _str(ev.get("evidence")),
             "evidence_reason": _str(reasons[0]) if type(reasons) is list and reasons else None,

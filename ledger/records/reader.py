@@ -242,7 +242,7 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
     attempts = sorted(state["attempts"].values(), key=lambda a: a["attempt_key"])
     skill_invoked = state["skill_invoked"] if isinstance(state["skill_invoked"], bool) else None
     verdict = judge(state=state_name, outcome=terminal.outcome if terminal.valid else None,
-                    result=state.get("verdict_facts"), evidence_gaps=gaps, skill_invoked=skill_invoked)
+                    result=state["result"], evidence_gaps=gaps, skill_invoked=skill_invoked)
     return RunSnapshot(
         id=manifest.run_id, parent_run_id=manifest.parent_run_id, repo=manifest.repo,
         worktree=manifest.worktree, subjects=manifest.subjects, skill=manifest.skill,
