@@ -45,6 +45,7 @@ from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
 
 STATE_V = 1
+PROJECTION_V = 1  # part of every session's fingerprint: a change to the rows below rewrites them all
 SOURCES_DIR = "sources"
 ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
 LINK_CHUNK = 500
@@ -503,7 +504,7 @@ def _links(conn: Any, h: int, harness: str, sids: list[str]) -> dict[str, str]:
 def _fingerprint(s: _Session, linked: str | None, version: str) -> int:
     """A 63-bit hash of everything a session's rows hold (unchanged: not rewritten)."""
     h = hashlib.sha1()
-    h.update(orjson.dumps([s.sid, s.started, s.ended, s.cwd, s.repo, s.branch, s.surface, s.parent,
+    h.update(orjson.dumps([PROJECTION_V, s.sid, s.started, s.ended, s.cwd, s.repo, s.branch, s.surface, s.parent,
                            sorted(s.tools.items()), sorted(s.files), linked, version]))
     for key, st in sorted(s.streams.items()):
         h.update(orjson.dumps([list(key), st.model, st.n, [st.counters[k] for k in COUNTERS], st.cost, st.receipt,
