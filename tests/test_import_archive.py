@@ -214,7 +214,7 @@ def test_modes_are_0600_files_in_0700_dirs(home, cfg):
         for f in filenames:
             assert stat.S_IMODE(os.stat(Path(dirpath) / f).st_mode) == 0o600, f
             seen += 1
-    assert seen == 6  # two archive files, two state files, the roots file, the lock
+    assert seen == 8  # two archive files, two state files, the roots, seen and changed files, the lock
 
 
 def test_hostile_names_are_archived_verbatim(home, cfg):
@@ -354,3 +354,24 @@ def test_no_traceback_from_the_real_command(home, cfg):
         assert res.returncode == code, res.stderr
         assert "Traceback" not in res.stderr + res.stdout
     assert archived(home) == {f"projects/{PROJECT}/s.jsonl": b"\xff\xfe\x00garbage\n"}
+
+
+def test_an_import_killed_before_its_sync_is_recovered_not_called_damage(home, cfg):
+    """One sync per import (not an fsync per log): when an import dies before it, the next one
+    finds its flag and takes an archive file shorter than its state for that crash's doing."""
+    src = cfg / "projects" / PROJECT / "a.jsonl"
+    src.write_bytes(user(1) + assistant(2))
+    imp(cfg)
+    arch = home / "sources" / "claude" / "projects" / PROJECT / "a.jsonl"
+    flag = home / "sources" / "claude" / ".state" / "importing"
+    assert not flag.exists()  # a finished import leaves no flag
+    # the crash: the state says two lines, the disk kept one (and a torn part of the second)
+    arch.write_bytes(user(1) + assistant(2)[:10])
+    flag.write_bytes(b"")
+    with open(src, "ab") as f:
+        f.write(assistant(3))
+    c = imp(cfg)
+    assert c["skipped"] == []
+    assert any("copied again" in n for n in c["notes"])
+    assert arch.read_bytes() == user(1) + assistant(2) + assistant(3)
+    assert not flag.exists()

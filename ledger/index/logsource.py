@@ -43,6 +43,7 @@ from ledger.index.models import LogSession, LogState, Run, ToolUse, UsageStream
 from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
+from ledger.sources.archive import CHANGED_FILE
 
 STATE_V = 1
 PROJECTION_V = 1  # part of every session's fingerprint: a change to the rows below rewrites them all
@@ -237,6 +238,16 @@ class LogSource:
     delete = fold
 
 
+def _marker(root: str) -> str | None:
+    """The signature of the archive's change marker (rewritten by every import that archived
+    something): unchanged, the archive is as the last pass saw it."""
+    try:
+        st = os.stat(os.path.join(root, CHANGED_FILE))
+    except OSError:
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
 def archive_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
     """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks)."""
     stack = [""]
@@ -281,20 +292,35 @@ class LogPass:
     def settle(self) -> bool:
         ctx, src = self.ctx, self.source
         root = os.path.join(ctx.home, SOURCES_DIR, src.client)
-        files = {rel: st for rel, st in archive_files(root)} if os.path.isdir(root) else {}
         conn, h = ctx.conn, ctx.home_id
-        if files:
-            ctx.ready()
+        marker = _marker(root)
+        if marker is None and not os.path.isdir(root) and ctx.fresh:
+            return False  # (nothing imported, nothing indexed: no query)
         with ctx.txn():
             row = None if ctx.fresh else conn.execute(
                 sa.select(state_t.c.state).where(state_t.c.home_id == h, state_t.c.source == src.name)).first()
-            if row is None and not files:
+        cur = orjson.loads(row[0]) if row is not None else {"v": STATE_V, "files": {}}
+        if not ctx.full and marker is not None and cur.get("marker") == marker:
+            # no import archived anything since the last pass: no walk (--full walks). Record
+            # runs written in this pass may hold one of the sessions (counted once): relink
+            if not self.runs_changed or row is None:
                 return False
-            cur = orjson.loads(row[0]) if row is not None else {"v": STATE_V, "files": {}}
+            with ctx.txn():
+                if not _links_changed(conn, h, src, self.source.spec.harness):
+                    return False
+            self.runs_changed = True  # (re-project: the links differ)
+        files = {rel: st for rel, st in archive_files(root)} if os.path.isdir(root) else {}
+        if row is None and not files:
+            return False
+        ctx.ready()
+        with ctx.txn():
             known: dict[str, list[int]] = cur["files"]
             changed = [rel for rel, st in files.items() if known.get(rel) != [st.st_size, st.st_ino]]
             gone = [rel for rel in known if rel not in files]
             if not changed and not gone and not self.runs_changed:
+                if marker != cur.get("marker"):  # (an import that added nothing here)
+                    conn.execute(sa.update(state_t).where(state_t.c.home_id == h, state_t.c.source == src.name)
+                                 .values(state=orjson.dumps({**cur, "marker": marker}).decode()))
                 return False
             reset = bool(gone) or any(
                 rel in known and (files[rel].st_size < known[rel][0] or files[rel].st_ino != known[rel][1])
@@ -322,7 +348,7 @@ class LogPass:
             conn.execute(sa.delete(state_t).where(state_t.c.home_id == h,
                                                   state_t.c.source.in_([src.name, src.name + "/reducer"])))
             rows = [{"home_id": h, "source": src.name, "state": orjson.dumps(
-                {"v": STATE_V, "files": known}).decode(), "indexed_at": now}]
+                {"v": STATE_V, "files": known, "marker": marker}).decode(), "indexed_at": now}]
             if fed or reducer_row is not None or reset or row is None:
                 rows.append({"home_id": h, "source": src.name + "/reducer",
                              "state": orjson.dumps(usage.state()).decode(), "indexed_at": now})
@@ -485,6 +511,22 @@ def _read(path: str, start: int, end: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def _links_changed(conn: Any, h: int, src: LogSource, harness: str) -> bool:
+    """Whether a session's link to a run record differs from what log_sessions holds (one
+    scan of the home's record runs, probing log_sessions by provider session id)."""
+    r, s = runs_t.c, sessions_t.c
+    want: dict[str, str] = {}
+    for row_id, rid in conn.execute(
+            sa.select(s.row_id, r.run_id).select_from(runs_t.join(sessions_t, sa.and_(
+                s.home_id == r.home_id, s.provider_session_id == r.provider_session_id)))
+            .where(r.home_id == h, r.source == "record", r.harness == harness, s.source == src.name)
+            .order_by(r.run_id)):
+        want.setdefault(row_id, rid)
+    have = dict(conn.execute(sa.select(s.row_id, s.linked_run_id).where(
+        s.home_id == h, s.source == src.name, s.linked_run_id.is_not(None))).all())
+    return want != have
 
 
 def _links(conn: Any, h: int, harness: str, sids: list[str]) -> dict[str, str]:

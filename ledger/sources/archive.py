@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import os
 import stat as stat_mod
@@ -249,14 +250,16 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """tmp (0600, O_EXCL) + fsync + rename + fsync dir: a state file is whole or absent."""
+def _write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
+    """tmp (0600, O_EXCL) + fsync + rename + fsync dir: a state file is whole or absent.
+    `durable=False`: no fsync here (an import syncs once at its end, see import_client)."""
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)
         _write_all(fd, data)
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     try:
@@ -267,7 +270,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
 
 
 def _sha(data: bytes) -> str:
@@ -332,6 +336,20 @@ class Archiver:
 
     def __post_init__(self) -> None:
         self.client_dir = self.home / "sources" / self.client.name
+        self.seen: dict[str, list[int]] = _load_seen(self.client_dir)
+        self.seen_dirty = False
+        self.changed = False
+        # an earlier import did not reach its sync (its flag is still there): an archive file
+        # shorter than its state is that crash's doing, not damage (see _open_archive)
+        self.recovering = os.path.exists(self.client_dir / IMPORTING_FILE)
+        self.flagged = False
+
+    def begin_write(self) -> None:
+        """Before the first byte this import writes: the flag that says a sync is pending."""
+        if not self.flagged:
+            _mkdirs(self.client_dir / STATE_DIR)
+            _write_atomic(self.client_dir / IMPORTING_FILE, b"", durable=True)
+            self.flagged = True
 
     def run(self, found: list[Found], progress: Callable[[int, int], None] | None = None) -> None:
         seen_keys: dict[str, str] = {}
@@ -353,6 +371,9 @@ class Archiver:
                 progress(i + 1, len(found))
 
     def _one(self, f: Found, key: str) -> None:
+        if self.seen.get(f.path) == [f.st.st_size, f.st.st_mtime_ns, f.st.st_ino]:
+            self.summary.unchanged += 1  # (archived whole at this signature: the state agrees)
+            return
         state_path = _state_path(self.client_dir, key)
         state, damaged = _load_state(state_path, self.client, key)
         seen = state["sources"].get(f.path)
@@ -360,6 +381,9 @@ class Archiver:
         if seen is not None and all(seen.get(k) == v for k, v in sig.items()):
             self.summary.unchanged += 1
             self.summary.waiting += bool(seen.get("pending_bytes"))
+            if not seen.get("pending_bytes"):
+                self.seen[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
+                self.seen_dirty = True
             return
         try:
             src = os.open(f.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -396,7 +420,11 @@ class Archiver:
             state["sources"][f.path] = {**sig, "generation": gen["generation"] if gen else None,
                                         "pending_bytes": pending, "root": f.root, "rel": f.rel}
             _mkdirs(state_path.parent)
-            _write_atomic(state_path, json.dumps(state, indent=1).encode("ascii") + b"\n")
+            _write_atomic(state_path, json.dumps(state, separators=(",", ":")).encode("ascii") + b"\n",
+                          durable=False)
+            self.changed = True
+            if not pending:
+                self.seen[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
         finally:
             os.close(src)
 
@@ -431,6 +459,7 @@ class Archiver:
               head: bytes) -> tuple[int, int]:
         """Append the complete lines after the generation's end (a new generation when `gen`
         is None and there is a complete line); returns (bytes copied, bytes of a torn line)."""
+        self.begin_write()
         dst = self._open_archive(gen) if gen is not None else None  # may adopt an interrupted append
         offset = gen["size"] if gen is not None else 0
         copied = 0
@@ -459,7 +488,6 @@ class Archiver:
                 copied += cut
                 del pending[:cut]
             if copied:
-                os.fsync(dst)
                 grown_from = gen["size"]
                 gen["size"] += copied
                 _rehash(dst, gen, prefix=grown_from < PREFIX_BYTES)
@@ -472,8 +500,8 @@ class Archiver:
     def _new_generation(self, f: Found, gens: list[dict[str, Any]]) -> dict[str, Any]:
         number = max((g["generation"] for g in gens), default=0) + 1
         stem = f.rel[: -len(".jsonl")]
-        names = [f.rel] if number == 1 else []
-        names += [f"{stem}.gen{number}.jsonl"] + [f"{stem}.gen{number}.{i}.jsonl" for i in range(2, 1000)]
+        names = itertools.chain([f.rel] if number == 1 else [], [f"{stem}.gen{number}.jsonl"],
+                                (f"{stem}.gen{number}.{i}.jsonl" for i in range(2, 1000)))
         for rel in names:
             target = self.client_dir / rel
             _mkdirs(target.parent)
@@ -484,8 +512,7 @@ class Archiver:
             except FileExistsError:
                 continue
             os.fchmod(fd, FILE_MODE)
-            os.close(fd)
-            _fsync_dir(target.parent)
+            os.close(fd)  # (made durable, with its directory entry, by the import's one sync)
             g = {"generation": number, "archive": rel, "size": 0, "prefix_sha256": _sha(b""),
                  "tail_sha256": _sha(b""), "source": f.path,
                  "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -507,10 +534,22 @@ class Archiver:
             g["size"] += keep
             _rehash(fd, g)
             self.summary.notes.append(f"{g['archive']}: kept {keep} bytes of an interrupted import")
-        elif actual < g["size"]:
+        elif actual < g["size"] and not self.recovering:
             os.close(fd)
             raise LedgerError(f"the archive file {path} is shorter than recorded ({actual} < {g['size']} bytes)",
                               hint="run `ledger verify`; the archive was changed outside ledger")
+        elif actual < g["size"]:
+            # the previous import died before its sync: the state got to the disk and the
+            # appended bytes did not. The archive's own complete lines are the truth, the rest
+            # is copied again from the log (which still holds it: it matched the state's hashes)
+            have = _pread_all(fd, actual, max(0, actual - CHUNK))
+            keep = actual - (len(have) - (have.rfind(b"\n") + 1)) if b"\n" in have else 0
+            if keep < actual:
+                os.ftruncate(fd, keep)
+            self.summary.notes.append(f"{g['archive']}: {g['size'] - keep} bytes recorded but not on disk "
+                                      "(an import interrupted before its sync): copied again")
+            g["size"] = keep
+            _rehash(fd, g)
         return fd
 
 
@@ -557,7 +596,19 @@ def prepare_home(home: Path) -> Path:
     return sources
 
 
-ROOTS_FILE = f"{STATE_DIR}/roots.json"  # the config dirs a client was imported from (refresh() reads them)
+ROOTS_FILE = f"{STATE_DIR}/roots.json"
+SEEN_FILE = f"{STATE_DIR}/seen.json"  # log path -> [size, mtime_ns, inode] archived whole (a cache)
+CHANGED_FILE = f"{STATE_DIR}/changed"  # rewritten after every import that archived anything
+IMPORTING_FILE = f"{STATE_DIR}/importing"  # exists while an import's writes are not yet synced
+
+
+def _load_seen(client_dir: Path) -> dict[str, list[int]]:
+    """The seen cache; anything unexpected is an empty cache (the state files decide then)."""
+    try:
+        data = json.loads((client_dir / SEEN_FILE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}  # the config dirs a client was imported from (refresh() reads them)
 
 
 def imported_roots(home: Path, client: Client) -> list[str]:
@@ -605,5 +656,19 @@ def import_client(home: Path, client: Client, roots: list[Path],
         # sessions/ before archived_sessions/ whatever the walk order: the first of a key wins
         rank = {sub: i for i, sub in enumerate(client.subdirs)}
         found.sort(key=lambda f: rank.get(f.rel.split("/", 1)[0], len(rank)))
-        Archiver(Path(home), client, summary).run(found, progress)
+        arch = Archiver(Path(home), client, summary)
+        arch.run(found, progress)
+        if arch.changed:
+            # one sync for the whole import (an fsync per log cost ~11 s per 2,000 new logs),
+            # then the files that trust it: the seen cache and the change marker
+            os.sync()
+            client_dir = arch.client_dir
+            _mkdirs(client_dir / STATE_DIR)
+            _write_atomic(client_dir / SEEN_FILE, json.dumps(arch.seen).encode("ascii"), durable=False)
+            _write_atomic(client_dir / CHANGED_FILE, f"{time.time_ns()}\n".encode(), durable=True)
+        if arch.flagged:  # (everything this import wrote is on disk: the flag may go)
+            os.unlink(arch.client_dir / IMPORTING_FILE)
+        elif arch.seen_dirty and os.path.isdir(arch.client_dir / STATE_DIR):
+            # (what the state files say already, durably: the cache needs no sync)
+            _write_atomic(arch.client_dir / SEEN_FILE, json.dumps(arch.seen).encode("ascii"), durable=False)
     return summary
