@@ -36,16 +36,20 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN_DIR = REPO_ROOT / "node_modules" / ".bin"
 CLAUDE_BIN = BIN_DIR / "claude"
 CODEX_BIN = BIN_DIR / "codex"
+GEMINI_BIN = BIN_DIR / "gemini"
 
 #: Versions the recorded streams and the documented facts are for.
 CLAUDE_VERSION = "2.1.328"
 CODEX_VERSION = "0.169.0"
+GEMINI_VERSION = "0.61.0"
 
 #: Default models: both are in Claude Code's / Codex's built-in model tables
 #: (Codex emits a "Model metadata ... not found" error item for unknown
 #: models such as gpt-5) and in genai-prices 0.2.3.
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5.5"
+#: In genai-prices' Google table; the client is told the model with -m.
+GEMINI_MODEL = "gemini-2.5-flash"
 
 #: Claude Code's list prices for CLAUDE_MODEL, USD per million tokens, as
 #: measured from its total_cost_usd (input, output, cache read, cache write).
@@ -59,6 +63,7 @@ CLAUDE_SONNET_45_PRICES = {
 DUMMY_ANTHROPIC_KEY = "sk-ant-mock-0000"
 DUMMY_OPENAI_KEY = "sk-mock-0000"
 CODEX_KEY_VAR = "LEDGER_MOCK_OPENAI_KEY"
+DUMMY_GEMINI_KEY = "mock-gemini-key-0000"
 
 #: Stable stand-in for temp paths in saved streams.
 STABLE_TMP = "/tmp/ledger-test"
@@ -76,6 +81,11 @@ def claude_available() -> bool:
 def codex_available() -> bool:
     # codex is a node script (#!/usr/bin/env node) wrapping a native binary.
     return CODEX_BIN.exists() and os.access(CODEX_BIN, os.X_OK)
+
+
+def gemini_available() -> bool:
+    # gemini is a node script (bundle/gemini.js).
+    return GEMINI_BIN.exists() and os.access(GEMINI_BIN, os.X_OK)
 
 
 def agents_available() -> bool:
@@ -243,6 +253,64 @@ def codex_argv(prompt: str, *, model: str | None = CODEX_MODEL,
     if resume:
         argv.append(resume)
     argv.append(prompt)
+    return argv
+
+
+def gemini_settings(*, max_attempts: int = 1, extra: dict | None = None) -> dict:
+    """``$HOME/.gemini/settings.json`` for Gemini CLI 0.61 against a mock.
+
+    API-key auth (else it asks for a login), and every switch that makes it
+    reach other hosts off: usage statistics (Clearcut), telemetry, update
+    checks. ``max_attempts`` bounds its retries of a failed model call."""
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False,
+                    "enableAutoUpdateNotification": False,
+                    "maxAttempts": int(max_attempts)},
+    }
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(settings.get(key), dict):
+            settings[key] = {**settings[key], **value}
+        else:
+            settings[key] = value
+    return settings
+
+
+def gemini_env(tmp_path: Path, provider: Any, *, max_attempts: int = 1,
+               settings: dict | None = None,
+               extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for ``gemini``; writes ``$HOME/.gemini/settings.json``.
+
+    Its session logs go to ``$HOME/.gemini/tmp/<project>/chats/``."""
+    env = base_env(tmp_path)
+    gemini_dir = Path(env["HOME"]) / ".gemini"
+    gemini_dir.mkdir(parents=True, exist_ok=True)
+    (gemini_dir / "settings.json").write_text(json.dumps(
+        gemini_settings(max_attempts=max_attempts, extra=settings), indent=2))
+    env.update({
+        "GEMINI_API_KEY": DUMMY_GEMINI_KEY,
+        # else exit 55: "not running in a trusted directory"
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        "GOOGLE_GEMINI_BASE_URL": _url(provider),
+    })
+    if extra:
+        env.update(extra)
+    return env
+
+
+def gemini_argv(prompt: str, *, model: str | None = GEMINI_MODEL,
+                resume: str | None = None,
+                extra_args: Iterable[str] = ()) -> list[str]:
+    """``gemini -p PROMPT --output-format stream-json -m MODEL --yolo``
+    (--yolo: tools run without asking, as nobody can answer headless)."""
+    argv = [str(GEMINI_BIN), "-p", prompt, "--output-format", "stream-json"]
+    if model:
+        argv += ["-m", model]
+    if resume:
+        argv += ["--resume", resume]
+    argv += ["--yolo", *extra_args]
     return argv
 
 

@@ -1,7 +1,8 @@
 """A scriptable mock model-provider API server on 127.0.0.1.
 
-The real ``claude`` (Anthropic Messages API) and ``codex`` (OpenAI Responses
-API) command-line clients can be pointed at it; see ``tests/agentenv.py``.
+The real ``claude`` (Anthropic Messages API), ``codex`` (OpenAI Responses
+API) and ``gemini`` (Gemini API ``streamGenerateContent``) command-line
+clients can be pointed at it; see ``tests/agentenv.py``.
 Standard library only.
 
 A *scenario* is data: a list of scripted responses ("steps"), consumed in
@@ -20,6 +21,9 @@ the default for call k (1-based, counted per API over *main* calls)::
                cache_read_input_tokens 1000*k, cache_creation_input_tokens 50*k
     OpenAI:    input_tokens 200+k (of which cached_tokens 100+k),
                output_tokens 30+k (of which reasoning_tokens k)
+    Gemini:    promptTokenCount 300+k (of which cachedContentTokenCount
+               10*k), candidatesTokenCount 40+k, thoughtsTokenCount 2*k
+               (not part of candidates), totalTokenCount their sum
 
 k counts every main call of that API, errors included.  Usage dicts may be
 given flat (``cached_tokens``, ``reasoning_tokens``, ``cache_write_tokens``)
@@ -28,14 +32,16 @@ or nested as the API sends them (``input_tokens_details`` ...).
 Scenario forms accepted by ``MockProvider``:
 
 * a list of steps: the same script is played for each API (own cursor each);
-* a dict with keys ``anthropic`` / ``openai`` (lists), ``after`` (the step
+* a dict with keys ``anthropic`` / ``openai`` / ``gemini`` (lists), ``after`` (the step
   replayed for every main call once a script is exhausted; default an answer
   ``"(mock: script exhausted)"``) and ``side`` (the step used for side calls,
   see below; default a short answer with small usage).
 
 *Main* calls are the model turns of the agent loop: for Anthropic a
 ``POST /v1/messages`` whose body has a non-empty ``tools`` list; for OpenAI
-every ``POST .../responses``.  Other ``/v1/messages`` calls (Claude Code's
+every ``POST .../responses``; for Gemini every ``POST
+/v1beta/models/<model>:streamGenerateContent`` (or ``:generateContent``)
+whose body has ``tools``.  Other ``/v1/messages`` calls (Claude Code's
 small side calls, e.g. with a haiku model) are *side* calls: they are
 recorded with ``kind="side"`` and answered with the ``side`` step without
 consuming the script.  ``count_tokens`` is answered with a token estimate.
@@ -64,6 +70,7 @@ __all__ = [
     "default_usage",
     "anthropic_usage",
     "openai_usage",
+    "gemini_usage",
 ]
 
 
@@ -114,8 +121,8 @@ def slow(seconds: float, text: str = "slow answer", usage: dict | None = None,
 
 def all_errors(status: int = 500) -> dict:
     """Scenario in which every call (main and side, both APIs) errors."""
-    return {"anthropic": [], "openai": [], "after": error(status),
-            "side": error(status)}
+    return {"anthropic": [], "openai": [], "gemini": [],
+            "after": error(status), "side": error(status)}
 
 
 def anthropic_usage(k: int) -> dict:
@@ -138,7 +145,19 @@ def openai_usage(k: int) -> dict:
     }
 
 
+def gemini_usage(k: int) -> dict:
+    """Default Gemini API usageMetadata for main call k (1-based)."""
+    return {
+        "promptTokenCount": 300 + k,
+        "cachedContentTokenCount": 10 * k,
+        "candidatesTokenCount": 40 + k,
+        "thoughtsTokenCount": 2 * k,
+    }
+
+
 def default_usage(api: str, k: int) -> dict:
+    if api == "gemini":
+        return gemini_usage(k)
     return anthropic_usage(k) if api == "anthropic" else openai_usage(k)
 
 
@@ -173,6 +192,20 @@ def _norm_openai_usage(u: dict) -> dict:
         "output_tokens_details": {"reasoning_tokens": int(reasoning)},
         "total_tokens": int(u.get("total_tokens", inp + out)),
     }
+
+
+def _norm_gemini_usage(u: dict) -> dict:
+    """usageMetadata as the Gemini API sends it: cached is part of the prompt,
+    thoughts are not part of the candidates; total is their sum (plus any
+    toolUsePromptTokenCount) unless scripted."""
+    out = {k: int(u.get(k, 0)) for k in (
+        "promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount",
+        "thoughtsTokenCount")}
+    if u.get("toolUsePromptTokenCount") is not None:
+        out["toolUsePromptTokenCount"] = int(u["toolUsePromptTokenCount"])
+    out["totalTokenCount"] = int(u.get("totalTokenCount", sum(out.values())
+                                       - out["cachedContentTokenCount"]))
+    return out
 
 
 def _norm_anthropic_usage(u: dict) -> dict:
@@ -224,10 +257,12 @@ class MockProvider:
         if scenario is None:
             scenario = []
         if isinstance(scenario, list):
-            scenario = {"anthropic": list(scenario), "openai": list(scenario)}
+            scenario = {"anthropic": list(scenario), "openai": list(scenario),
+                        "gemini": list(scenario)}
         self.scripts = {
             "anthropic": list(scenario.get("anthropic", [])),
             "openai": list(scenario.get("openai", [])),
+            "gemini": list(scenario.get("gemini", [])),
         }
         self.after = scenario.get("after") or answer(
             "(mock: script exhausted)")
@@ -242,8 +277,8 @@ class MockProvider:
         self.chunk_delay = chunk_delay
         self.requests: list[dict] = []
         self.served: dict[str, list[tuple[dict, dict]]] = {
-            "anthropic": [], "openai": []}
-        self._cursor = {"anthropic": 0, "openai": 0}
+            "anthropic": [], "openai": [], "gemini": []}
+        self._cursor = {"anthropic": 0, "openai": 0, "gemini": 0}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server: _Server | None = None
@@ -299,8 +334,9 @@ class MockProvider:
             step = script[i] if i < len(script) else self.after
             k = i + 1
             usage = step.get("usage") or default_usage(api, k)
-            usage = (_norm_anthropic_usage(usage) if api == "anthropic"
-                     else _norm_openai_usage(usage))
+            usage = {"anthropic": _norm_anthropic_usage,
+                     "gemini": _norm_gemini_usage}.get(
+                         api, _norm_openai_usage)(usage)
             self.served[api].append((step, usage))
             return step, usage, k
 
@@ -502,6 +538,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._anthropic(entry, body or {})
             elif path.endswith("/responses"):
                 self._openai(entry, body or {})
+            elif path.endswith(":streamGenerateContent") or path.endswith(
+                    ":generateContent"):
+                self._gemini(entry, body or {}, path)
             else:
                 entry.update(kind="unknown", status=404)
                 self.mock.record(entry)
@@ -700,6 +739,74 @@ class _Handler(BaseHTTPRequestHandler):
         ev({"type": "response.completed",
             "response": resp("completed", items, usage)})
         self._end_sse()
+
+    # ---- Gemini API (generateContent / streamGenerateContent) ---------------
+
+    def _gemini(self, entry: dict, body: dict, path: str):
+        is_main = bool(body.get("tools"))
+        if is_main:
+            step, usage, k = self.mock.next_step("gemini")
+        else:
+            step = self.mock.side_step()
+            raw_usage = step.get("usage") or {}
+            usage = _norm_gemini_usage(raw_usage if "promptTokenCount" in raw_usage
+                                       else SIDE_USAGE_GEMINI)
+            k = 0
+        entry.update(api="gemini", kind="main" if is_main else "side",
+                     step=step["kind"], call=k, usage=usage)
+        if step["kind"] == "error":
+            status = step["status"]
+            entry["status"] = status
+            self.mock.record(entry)
+            self._send_json(status, {"error": {
+                "code": status,
+                "message": step.get("message") or f"mock error {status}",
+                "status": {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED",
+                           404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+                           503: "UNAVAILABLE"}.get(status, "INTERNAL")}},
+                headers=step.get("headers"))
+            return
+        entry["status"] = 200
+        self.mock.record(entry)
+        model = path.rsplit("/", 1)[-1].split(":", 1)[0] or self.mock.model \
+            or "gemini-mock"
+        text = step.get("text")
+        if step["kind"] == "slow" and not text:
+            text = "slow answer"
+        calls = []
+        if step["kind"] == "tool_call":
+            calls.append({"functionCall": {"name": step["name"],
+                                           "args": step["input"]}})
+        response_id = _new_id("mockresp")
+
+        def chunk(parts: list, last: bool) -> dict:
+            cand = {"content": {"role": "model", "parts": parts}, "index": 0}
+            out = {"candidates": [cand], "modelVersion": model,
+                   "responseId": response_id}
+            if last:
+                cand["finishReason"] = "STOP"
+                out["usageMetadata"] = usage
+            return out
+
+        if path.endswith(":generateContent"):
+            self._send_json(200, chunk(
+                ([{"text": text}] if text else []) + calls, True))
+            return
+        self._start_sse()
+        # ``chunks=N`` on a step: its text in N stream chunks (default 3)
+        pieces = _split(text or "", step.get("chunks", 3))
+        frames = [[{"text": piece}] for piece in pieces] + [[c] for c in calls]
+        if not frames:
+            frames = [[{"text": ""}]]
+        for n, parts in enumerate(frames):
+            last = n == len(frames) - 1
+            self._event(None, chunk(parts, last))
+            if step["kind"] == "slow" and n == 0:
+                self._stall(step["seconds"])
+        self._end_sse()
+
+
+SIDE_USAGE_GEMINI = {"promptTokenCount": 7, "candidatesTokenCount": 3}
 
 
 def _split(s: str, parts: int = 3) -> list[str]:

@@ -115,8 +115,10 @@ class GeminiAdapter(Adapter):
             self._result(obj)
 
     def _flush_text(self) -> None:
+        # text before a tool call is not the final answer (0.61 streams deltas, then tool_use)
         if self._answer_parts:
             self.emit_text("".join(self._answer_parts))
+            self._answer_parts = []
 
     def _result(self, obj: dict[str, Any]) -> None:
         self.terminal_count += 1
