@@ -24,13 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pad", type=int, default=0, help="characters of text per content block (size; same truth)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--truth", type=Path, help="write the truth here instead of stdout")
     a = ap.parse_args(argv)
     if a.out.exists() and any(a.out.iterdir()):
         print(f"Error: {a.out} is not empty", file=sys.stderr)
         return 2
-    h = generate(a.out, sessions=a.sessions, seed=a.seed)
+    h = generate(a.out, sessions=a.sessions, seed=a.seed, pad=a.pad)
     truth = {"files": len(h.files), "bytes": sum(len(d) for d in h.files.values()),
              "responses": len(h.responses), "junk_lines": h.junk_lines,
              "daily_by_model": [{"day": d, "model": m, **row} for (d, m), row in sorted(h.truth().items())]}

@@ -120,8 +120,35 @@ class _File:
         return b"".join(x if isinstance(x, bytes) else orjson.dumps(x) + b"\n" for x in self.lines)
 
 
+_WORDS = ("the", "function", "returns", "a", "list", "of", "tokens", "when", "file", "is", "read", "test",
+          "passes", "after", "change", "import", "error", "value", "config", "path", "session", "model",
+          "cache", "write", "index", "query", "result", "line", "count", "report", "cost", "user")
+
+
+def _filler(mid: str, block: int, size: int) -> str:
+    """About `size` characters of text for a content block (benchmarks: real transcripts hold
+    code and prose). Derived from the ids, not the generator's random stream, so a padded
+    history has the same responses and truth as an unpadded one of the same seed."""
+    if size <= 0:
+        return ""
+    import hashlib
+
+    words = []
+    n = 0
+    k = 0
+    while n < size:
+        d = hashlib.blake2b(f"{mid}/{block}/{k}".encode(), digest_size=32).digest()
+        for b in d:
+            w = _WORDS[b % len(_WORDS)]
+            words.append(w)
+            n += len(w) + 1
+        k += 1
+    return " " + " ".join(words)[:size]
+
+
 class _Gen:
-    def __init__(self, root: Path | None, seed: int) -> None:
+    def __init__(self, root: Path | None, seed: int, pad: int = 0) -> None:
+        self.pad = pad
         self.root = root
         self.rng = random.Random(seed)
         self.files: list[_File] = []
@@ -178,7 +205,8 @@ class _Gen:
                 "cwd": sess.cwd, "sessionId": sess.sid, "version": sess.version, "gitBranch": "main",
                 "type": "assistant", "uuid": self.uid(), "timestamp": _iso(t),
                 "message": {"id": mid, "type": "message", "role": "assistant", "model": model,
-                            "content": [{"type": "text", "text": f"block {i}"}], "stop_reason": None,
+                            "content": [{"type": "text", "text": f"block {i}" + _filler(mid, i, self.pad)}],
+                            "stop_reason": None,
                             "usage": u}}
             if agent is not None:
                 line["agentId"] = agent
@@ -342,10 +370,11 @@ class _Session:
         return {"2.1": "2.1.328", "2.0": "2.0.46", "none": "2.1.63"}[self.style]
 
 
-def generate(root: Path | None, sessions: int = 8, seed: int = 0) -> History:
+def generate(root: Path | None, sessions: int = 8, seed: int = 0, pad: int = 0) -> History:
     """Write the history under `root` (a Claude config dir; None: keep it in memory only) and
-    return it with its truth."""
-    g = _Gen(Path(root) if root is not None else None, seed)
+    return it with its truth. `pad`: characters of text added to each content block (to make a
+    benchmark history as large as real ones; the truth does not change)."""
+    g = _Gen(Path(root) if root is not None else None, seed, pad)
     projects = ["-home-dev-" + w for w in ("alpha", "beta-app", "gamma")]
     styles = ("2.1", "2.0", "none")
     for i in range(sessions):

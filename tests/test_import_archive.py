@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import REPO
 from ledger.cli.app import app
+from ledger.sources.archive import read_archive
 
 SESSION = "0b7d6c2e-1f1e-4a55-9d0c-7f1f0f3c2a10"
 PROJECT = "-home-u-work-proj"
@@ -64,15 +65,24 @@ def cfg(tmp_path) -> Path:
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    """Every archive file (not the state) under root: relative path -> bytes."""
+    """Every archive file (not the state) under root: relative path of the log it holds (a
+    zstd generation's name without `.zst`) -> its content (decompressed)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d != ".state"]
         for f in filenames:
             if f != ".lock":
                 p = Path(dirpath) / f
-                out[str(p.relative_to(root))] = p.read_bytes()
+                rel = str(p.relative_to(root))
+                out[rel[:-4] if rel.endswith(".zst") else rel] = read_archive(p)
     return out
+
+
+def zframe(data: bytes) -> bytes:
+    """One zstd frame (the archive appends one per import)."""
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
 
 
 def archived(home: Path, client: str = "claude") -> dict[str, bytes]:
@@ -185,7 +195,7 @@ def test_directory_named_like_a_log_fifo_and_damaged_archive_are_skipped_and_nam
     (proj / "b.jsonl").write_bytes(user(2))
     imp(cfg)
     # damage one archive file behind ledger's back: that log is named, the others go on
-    (home / "sources" / "claude" / "projects" / PROJECT / "a.jsonl").write_bytes(b"")
+    (home / "sources" / "claude" / "projects" / PROJECT / "a.jsonl.zst").write_bytes(b"")
     for name in ("a.jsonl", "b.jsonl"):
         with open(proj / name, "ab") as f:
             f.write(assistant(3))
@@ -241,9 +251,10 @@ def test_interrupted_import_is_adopted_without_duplicates(home, cfg):
     imp(cfg)
     with open(src, "ab") as f:
         f.write(assistant(2) + assistant(3))
-    # an import that died after appending (the last write torn) and before writing its state
-    with open(home / "sources" / "claude" / "projects" / PROJECT / "s.jsonl", "ab") as f:
-        f.write(assistant(2) + assistant(3)[:10])
+    # an import that died after appending (a whole frame, then a torn one) and before writing
+    # its state: the whole frame is adopted, the torn one cut
+    with open(home / "sources" / "claude" / "projects" / PROJECT / "s.jsonl.zst", "ab") as f:
+        f.write(zframe(assistant(2)) + zframe(assistant(3))[:10])
     c = imp(cfg)
     assert archived(home)[f"projects/{PROJECT}/s.jsonl"] == src.read_bytes()
     assert c["gaps"] == [] and c["new_bytes"] == len(assistant(3))
@@ -362,16 +373,34 @@ def test_an_import_killed_before_its_sync_is_recovered_not_called_damage(home, c
     src = cfg / "projects" / PROJECT / "a.jsonl"
     src.write_bytes(user(1) + assistant(2))
     imp(cfg)
-    arch = home / "sources" / "claude" / "projects" / PROJECT / "a.jsonl"
+    arch = home / "sources" / "claude" / "projects" / PROJECT / "a.jsonl.zst"
     flag = home / "sources" / "claude" / ".state" / "importing"
     assert not flag.exists()  # a finished import leaves no flag
-    # the crash: the state says two lines, the disk kept one (and a torn part of the second)
-    arch.write_bytes(user(1) + assistant(2)[:10])
+    # the crash: the state says two lines, the disk kept one frame (and a torn one)
+    arch.write_bytes(zframe(user(1)) + zframe(assistant(2))[:10])
     flag.write_bytes(b"")
     with open(src, "ab") as f:
         f.write(assistant(3))
     c = imp(cfg)
     assert c["skipped"] == []
     assert any("copied again" in n for n in c["notes"])
-    assert arch.read_bytes() == user(1) + assistant(2) + assistant(3)
+    assert read_archive(arch) == user(1) + assistant(2) + assistant(3)
     assert not flag.exists()
+
+
+def test_archive_files_are_zstd_frames_one_per_import(home, cfg):
+    src = cfg / "projects" / PROJECT / "z.jsonl"
+    body = b"".join(assistant(n) for n in range(2, 400))
+    src.write_bytes(user(1) + body)
+    imp(cfg)
+    arch = home / "sources" / "claude" / "projects" / PROJECT / "z.jsonl.zst"
+    assert not arch.with_suffix("").exists()  # only the compressed file
+    first = arch.stat().st_size
+    assert first * 4 < len(src.read_bytes())  # JSON lines compress well: under 25 %
+    with open(src, "ab") as f:
+        f.write(assistant(400))
+    c = imp(cfg)
+    assert c["new_bytes"] == len(assistant(400))
+    data = arch.read_bytes()
+    assert data[first:first + 4] == b"\x28\xb5\x2f\xfd"  # a second zstd frame, appended after the first
+    assert read_archive(arch) == src.read_bytes()

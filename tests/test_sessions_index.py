@@ -21,6 +21,7 @@ import codexhistory
 from ledger.cli.app import app
 from ledger.index import logsource
 from ledger.pricing import estimate_cost
+from ledger.sources.archive import read_archive
 
 runner = CliRunner()
 TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
@@ -191,6 +192,8 @@ def test_one_appended_response_is_read_alone_and_grows_the_totals_by_it(home, tm
                                        "cache_creation_input_tokens": 17}}})
     with open(src / rel, "ab") as f:
         f.write(new)
+    arch = home / "sources" / "claude" / (rel + ".zst")  # zstd frames, one per import
+    archived_before = arch.stat().st_size
 
     read: list[int] = []
     real_read = logsource._read
@@ -202,7 +205,9 @@ def test_one_appended_response_is_read_alone_and_grows_the_totals_by_it(home, tm
 
     monkeypatch.setattr(logsource, "_read", counting)
     after = report(db, "daily", "--breakdown")  # the reader archives the new bytes, then indexes them
-    assert read == [len(new)]
+    frame = arch.stat().st_size - archived_before  # the reader archived the new line as one frame ...
+    assert read_archive(arch, archived_before) == new
+    assert read == [frame]  # ... and the index read that frame and nothing else
     day = next(r for r in after["rows"] if r["key"] == "2026-02-01")
     assert [(m["model"], m["input_tokens"], m["output_tokens"], m["cache_read_tokens"], m["cache_write_tokens"])
             for m in day["models"]] == [("claude-sonnet-4-5-20250929", 7, 11, 13, 17)]

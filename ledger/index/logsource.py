@@ -43,7 +43,7 @@ from ledger.index.models import LogSession, LogState, Run, ToolUse, UsageStream
 from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
-from ledger.sources.archive import CHANGED_FILE
+from ledger.sources.archive import CHANGED_FILE, ZSTD_SUFFIX, _complete_frames
 
 STATE_V = 1
 PROJECTION_V = 1  # part of every session's fingerprint: a change to the rows below rewrites them all
@@ -264,7 +264,7 @@ def archive_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
                     if not rel and e.name in ARCHIVE_SKIP:
                         continue
                     stack.append(r)
-                elif e.is_file(follow_symlinks=False) and e.name.endswith(".jsonl"):
+                elif e.is_file(follow_symlinks=False) and e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX)):
                     yield r, e.stat(follow_symlinks=False)
             except OSError:
                 continue
@@ -316,6 +316,7 @@ class LogPass:
         with ctx.txn():
             known: dict[str, list[int]] = cur["files"]
             changed = [rel for rel, st in files.items() if known.get(rel) != [st.st_size, st.st_ino]]
+            # (a plain file's cursor is its size read; a zstd file's the end of its last whole frame)
             gone = [rel for rel in known if rel not in files]
             if not changed and not gone and not self.runs_changed:
                 if marker != cur.get("marker"):  # (an import that added nothing here)
@@ -334,15 +335,22 @@ class LogPass:
             fed = False
             for rel in sorted(changed if not reset else files):
                 st = files[rel]
-                start = usage.offset(rel)
-                if st.st_size > start:
-                    data = _read(os.path.join(root, rel), start, st.st_size)
-                    if data is None:
-                        continue  # unreadable now: tried again next pass (its cursor is not moved)
-                    self.bytes_read += len(data)
-                    usage.feed(rel, data, start)
-                    fed = True
-                known[rel] = [st.st_size, st.st_ino]
+                key = rel[:-len(ZSTD_SUFFIX)] if rel.endswith(ZSTD_SUFFIX) else rel  # (the log's own name)
+                # where to read from: a plain file, after the lines the reducer consumed; a zstd
+                # file, after its last whole frame read (frames hold whole lines only)
+                start = usage.offset(key) if key == rel else (known[rel][0] if rel in known else 0)
+                if st.st_size <= start:
+                    continue
+                data = _read(os.path.join(root, rel), start, st.st_size)
+                if data is None:
+                    continue  # unreadable now: tried again next pass (its cursor is not moved)
+                self.bytes_read += len(data)
+                end = len(data)
+                if key != rel:  # zstd frames, one per import: a frame still being written waits
+                    end, data = _complete_frames(data)
+                usage.feed(key, data, usage.offset(key))
+                fed = True
+                known[rel] = [start + end, st.st_ino]
             self._project(conn, h, usage, files, root, reset or row is None)
             now = datetime.now(timezone.utc)
             conn.execute(sa.delete(state_t).where(state_t.c.home_id == h,

@@ -463,6 +463,7 @@ class Archiver:
         dst = self._open_archive(gen) if gen is not None else None  # may adopt an interrupted append
         offset = gen["size"] if gen is not None else 0
         copied = 0
+        frame = None  # a zstd generation: this import's lines are one frame appended to it
         # the head was read already: the copy of a new log starts from it, not from the disk
         pending = bytearray(head[offset:]) if offset < len(head) else bytearray()
         pos = max(offset, len(head))
@@ -484,13 +485,23 @@ class Archiver:
                 if dst is None:
                     gen = self._new_generation(f, gens)
                     dst = self._open_archive(gen)
-                _write_all(dst, memoryview(pending)[:cut])
+                if gen.get("format") == ZSTD:
+                    if frame is None:
+                        frame = _compressor().compressobj()
+                    _write_all(dst, frame.compress(bytes(memoryview(pending)[:cut])))
+                else:
+                    _write_all(dst, memoryview(pending)[:cut])
                 copied += cut
                 del pending[:cut]
             if copied:
+                if frame is not None:
+                    _write_all(dst, frame.flush())
+                    gen["csize"] = os.fstat(dst).st_size
                 grown_from = gen["size"]
                 gen["size"] += copied
-                _rehash(dst, gen, prefix=grown_from < PREFIX_BYTES)
+                # the archive holds the log's first `size` bytes: the check hashes come from
+                # the log (the archive may be compressed)
+                _hash_from(src, gen, head, prefix=grown_from < PREFIX_BYTES)
                 self.summary.new_bytes += copied
         finally:
             if dst is not None:
@@ -500,8 +511,9 @@ class Archiver:
     def _new_generation(self, f: Found, gens: list[dict[str, Any]]) -> dict[str, Any]:
         number = max((g["generation"] for g in gens), default=0) + 1
         stem = f.rel[: -len(".jsonl")]
-        names = itertools.chain([f.rel] if number == 1 else [], [f"{stem}.gen{number}.jsonl"],
-                                (f"{stem}.gen{number}.{i}.jsonl" for i in range(2, 1000)))
+        z = ZSTD_SUFFIX
+        names = itertools.chain([f.rel + z] if number == 1 else [], [f"{stem}.gen{number}.jsonl{z}"],
+                                (f"{stem}.gen{number}.{i}.jsonl{z}" for i in range(2, 1000)))
         for rel in names:
             target = self.client_dir / rel
             _mkdirs(target.parent)
@@ -513,7 +525,8 @@ class Archiver:
                 continue
             os.fchmod(fd, FILE_MODE)
             os.close(fd)  # (made durable, with its directory entry, by the import's one sync)
-            g = {"generation": number, "archive": rel, "size": 0, "prefix_sha256": _sha(b""),
+            g = {"generation": number, "archive": rel, "format": ZSTD, "csize": 0, "size": 0,
+                 "prefix_sha256": _sha(b""),
                  "tail_sha256": _sha(b""), "source": f.path,
                  "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             gens.append(g)
@@ -523,6 +536,8 @@ class Archiver:
     def _open_archive(self, g: dict[str, Any]) -> int:
         path = self.client_dir / g["archive"]
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if g.get("format") == ZSTD:
+            return self._check_frames(fd, g, path)
         actual = os.fstat(fd).st_size
         if actual > g["size"]:
             # an import that died after appending and before its state was written: those
@@ -551,6 +566,98 @@ class Archiver:
             g["size"] = keep
             _rehash(fd, g)
         return fd
+
+
+    def _check_frames(self, fd: int, g: dict[str, Any], path: Path) -> int:
+        """A zstd generation: complete frames past the recorded end (an import that died before
+        writing its state) are adopted, a torn frame is cut; an archive shorter than recorded
+        is damage, unless an import died before its sync (then its complete frames stand)."""
+        actual = os.fstat(fd).st_size
+        if actual == g["csize"]:
+            return fd
+        if actual < g["csize"] and not self.recovering:
+            os.close(fd)
+            raise LedgerError(f"the archive file {path} is shorter than recorded ({actual} < {g['csize']} bytes)",
+                              hint="run `ledger verify`; the archive was changed outside ledger")
+        start = g["csize"] if actual > g["csize"] else 0
+        end, data = _complete_frames(_pread_all(fd, actual - start, start))
+        keep = start + end
+        if keep < actual:
+            os.ftruncate(fd, keep)
+        before = g["size"]
+        g["size"] = (g["size"] if start else 0) + len(data)
+        g["csize"] = keep
+        if start:
+            self.summary.notes.append(f"{g['archive']}: kept {len(data)} bytes of an interrupted import")
+        else:
+            self.summary.notes.append(f"{g['archive']}: {before - g['size']} bytes recorded but not on disk "
+                                      "(an import interrupted before its sync): copied again")
+        tail = data[-TAIL_BYTES:] if len(data) >= TAIL_BYTES or not start else None
+        if tail is None:  # (the adopted part is shorter than the tail: read it back whole)
+            tail = read_archive(path)[-TAIL_BYTES:]
+        g["tail_sha256"] = _sha(tail)
+        if g["size"] <= PREFIX_BYTES or not start:
+            g["prefix_sha256"] = _sha(read_archive(path)[:PREFIX_BYTES])
+        return fd
+
+
+ZSTD = "zstd"
+ZSTD_SUFFIX = ".zst"
+LEVEL = 6  # ratio vs speed on JSON lines: ~8-10x, >100 MB/s on these machines
+FRAME_BLOCK = 1 << 17
+
+
+def _compressor() -> Any:
+    import zstandard  # (only an import that writes needs it)
+
+    return zstandard.ZstdCompressor(level=LEVEL)
+
+
+def _complete_frames(data: bytes) -> tuple[int, bytes]:
+    """(bytes of the complete zstd frames at the start of `data`, their content). Fed in blocks:
+    a frame's end is found without copying the rest of the data once per frame."""
+    import zstandard
+
+    mv = memoryview(data)
+    out = bytearray()
+    frame = bytearray()
+    pos = done = 0
+    d = zstandard.ZstdDecompressor().decompressobj()
+    while pos < len(mv):
+        block = mv[pos:pos + FRAME_BLOCK]
+        try:
+            frame += d.decompress(block)
+        except zstandard.ZstdError:
+            break  # not a frame (damage): what came before stands
+        if d.eof:
+            pos += len(block) - len(d.unused_data)
+            done = pos
+            out += frame
+            frame = bytearray()
+            d = zstandard.ZstdDecompressor().decompressobj()
+        else:
+            pos += len(block)
+    return done, bytes(out)
+
+
+def read_archive(path: str | os.PathLike[str], start: int = 0) -> bytes:
+    """An archive file's content from byte `start` of the file: a `.zst` generation's complete
+    frames decompressed (a torn last frame, being written, is left out), else the bytes."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    if not os.fspath(path).endswith(ZSTD_SUFFIX):
+        return data
+    return _complete_frames(data)[1]
+
+
+def _hash_from(src: int, g: dict[str, Any], head: bytes, prefix: bool) -> None:
+    """The generation's check hashes from the log, which holds the archived bytes at the same
+    offsets (that is what the checks verified before the copy)."""
+    if prefix:
+        g["prefix_sha256"] = _sha(head[:min(PREFIX_BYTES, g["size"])])
+    t = min(TAIL_BYTES, g["size"])
+    g["tail_sha256"] = _sha(_pread_all(src, t, g["size"] - t))
 
 
 def _rehash(fd: int, g: dict[str, Any], prefix: bool = True) -> None:

@@ -1,0 +1,146 @@
+"""`bench.py sources`: imported Claude Code history, ledger side by side with ccusage.
+
+    python3 scripts/bench.py sources [--sessions 2000] [--pad 4800] [--seed 1] [--work DIR]
+
+Writes a synthetic 2.1.x-shaped history with every duplication hazard (tests/claudehistory.py;
+`--pad` characters of text per content block make it as large as real transcripts: 2,000
+sessions at 4,800 are ~500 MB), installs `ccusage@20.0.24` from the npm registry into the work
+dir, and measures in one run, on the same files:
+
+- ccusage `daily --offline --json` (it re-parses everything on every call);
+- cold `ledger import claude --from DIR` into a new home, the first `ledger report daily`
+  (which indexes the archive), a warm `ledger report daily` (best of 3), `ledger --help`;
+- peak RSS of each (GNU time), the archive's size against the history's;
+- totals against the generator's truth: ledger's and ccusage's input/output/cache tokens.
+
+Prints a Markdown table (docs/benchmarks.md keeps the last one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+CCUSAGE = "ccusage@20.0.24"
+
+
+def _timed(argv: list[str], env: dict[str, str], out: Path | None = None) -> tuple[float, int]:
+    """(wall seconds, peak RSS in MB) of one process."""
+    rss_file = out.with_suffix(".rss") if out else Path(os.devnull)
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *argv] if out else argv
+    t0 = time.perf_counter()
+    with open(out or os.devnull, "wb") as f:
+        p = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{argv[:3]} failed ({p.returncode}): {p.stderr.decode(errors='replace')[-2000:]}")
+    rss = int(rss_file.read_text().split()[-1]) // 1024 if out else 0
+    return wall, rss
+
+
+def _du(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _tokens_truth(truth: list[dict[str, Any]]) -> dict[str, int]:
+    out = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    for row in truth:
+        out["input"] += row.get("input_tokens") or 0
+        out["output"] += row.get("output_tokens") or 0
+        out["cache_read"] += row.get("cache_read_tokens") or 0
+        out["cache_write"] += row.get("cache_write_tokens") or 0
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="bench.py sources", description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=2000)
+    ap.add_argument("--pad", type=int, default=4800)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/ledger-bench-sources"))
+    a = ap.parse_args(argv)
+    if not shutil.which("/usr/bin/time"):
+        raise SystemExit("needs GNU time (/usr/bin/time) for peak RSS: apt-get install time")
+    work = a.work
+    work.mkdir(parents=True, exist_ok=True)
+    hist = work / f"claude-{a.sessions}-{a.pad}-{a.seed}"
+    truth_file = hist.with_suffix(".truth.json")
+    if not truth_file.exists():
+        shutil.rmtree(hist, ignore_errors=True)
+        print(f"generating {a.sessions} sessions (pad {a.pad}) in {hist} ...", file=sys.stderr)
+        subprocess.run([sys.executable, str(REPO / "scripts" / "gen_claude_history.py"), "--sessions",
+                        str(a.sessions), "--seed", str(a.seed), "--pad", str(a.pad), "--out", str(hist),
+                        "--truth", str(truth_file)], check=True)
+    cc_dir = work / "ccusage"
+    cc_bin = cc_dir / "node_modules" / ".bin" / "ccusage"
+    if not cc_bin.exists():
+        print(f"installing {CCUSAGE} into {cc_dir} ...", file=sys.stderr)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(cc_dir), CCUSAGE], check=True,
+                       stdout=subprocess.DEVNULL)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("LEDGER_DB", None)
+    ledger = [sys.executable, "-m", "ledger"]
+    source_bytes = _du(hist)
+    truth = json.loads(truth_file.read_bytes())
+    truth_rows = truth["daily_by_model"]  # (gen_claude_history.py's truth file)
+
+    rows: list[tuple[str, float, int]] = []
+    cc_env = {**env, "CLAUDE_CONFIG_DIR": str(hist)}
+    cc_out = work / "ccusage.json"
+    cc = min((_timed([str(cc_bin), "daily", "--offline", "--json"], cc_env, cc_out) for _ in range(2)),
+             key=lambda x: x[0])
+    rows.append(("ccusage daily --offline --json (every call)", *cc))
+
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    lenv = {**env, "LEDGER_HOME": str(home)}
+    rows.append(("ledger import claude (cold)", *_timed([*ledger, "import", "claude", "--from", str(hist), "--json"],
+                                                        lenv, work / "import.json")))
+    rows.append(("ledger report daily (first: indexes the archive)",
+                 *_timed([*ledger, "report", "daily", "--tz", "UTC", "--json"], lenv, work / "report1.json")))
+    warm = min((_timed([*ledger, "report", "daily", "--tz", "UTC", "--json"], lenv, work / "report2.json")
+                for _ in range(3)), key=lambda x: x[0])
+    rows.append(("ledger report daily (warm, nothing new)", *warm))
+    helpt = min((_timed([*ledger, "--help"], lenv, work / "help.txt") for _ in range(3)), key=lambda x: x[0])
+    rows.append(("ledger --help", *helpt))
+    archive_bytes = _du(home / "sources")
+
+    want = _tokens_truth(truth_rows)
+    rep = json.loads((work / "report2.json").read_bytes())["totals"]
+    got = {"input": rep["input_tokens"], "output": rep["output_tokens"], "cache_read": rep["cache_read_tokens"],
+           "cache_write": rep["cache_write_tokens"]}
+    ccj = json.loads(cc_out.read_bytes())
+    cct = ccj.get("totals", {})
+    ccg = {"input": cct.get("inputTokens"), "output": cct.get("outputTokens"),
+           "cache_read": cct.get("cacheReadTokens"), "cache_write": cct.get("cacheCreationTokens")}
+
+    print(f"History: {a.sessions:,} sessions, {source_bytes / 1e6:,.0f} MB "
+          f"(tests/claudehistory.py seed {a.seed}, pad {a.pad}); {os.cpu_count()} cores.\n")
+    print("| step | wall s | peak RSS MB | vs ccusage |")
+    print("|---|---|---|---|")
+    for name, wall, rss in rows:
+        print(f"| {name} | {wall:.2f} | {rss} | {wall / cc[0]:.2f}x |")
+    print(f"\nwarm `ledger report` is {cc[0] / warm[0]:.1f}x faster than ccusage; cold import is "
+          f"{rows[1][1] / cc[0]:.2f}x ccusage's time.")
+    print(f"archive: {archive_bytes / 1e6:,.0f} MB = {100 * archive_bytes / source_bytes:.0f} % of the history's bytes.\n")
+    print("| tokens | truth | ledger | ccusage | ccusage / truth |")
+    print("|---|---|---|---|---|")
+    for k in ("input", "output", "cache_read", "cache_write"):
+        ratio = f"{ccg[k] / want[k]:.2f}" if ccg[k] and want[k] else "-"
+        print(f"| {k} | {want[k]:,} | {got[k]:,} | {ccg[k] if ccg[k] is None else f'{ccg[k]:,}'} | {ratio} |")
+    return 0
