@@ -5,6 +5,7 @@ Thin layer: parses options, calls ledger.report.service.build_report, prints.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -52,6 +53,8 @@ def report(
     db: DbOpt = None,
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML page with charts (needs `pip install 'ledger[html]'`).", show_default=False, metavar="PATH")] = None,
+    open_: Annotated[bool, typer.Option("--open", help="Open the --html page in the browser.", metavar="")] = False,
 ) -> None:
     """Tokens, cost and outcomes of runs, grouped by day, week, month, run, model, skill, subject...
 
@@ -60,6 +63,10 @@ def report(
     some is `partial`, and a warning on stderr names the unpriced model. See docs/report.md.
     """
     exclusive_formats(json_, csv_)
+    if html is not None and (json_ or csv_):
+        raise typer.BadParameter("--html cannot be used with --json or --csv", param_hint="--html")
+    if open_ and html is None:
+        raise typer.BadParameter("--open opens the page --html writes", param_hint="--open")
     if kind not in KINDS:
         raise typer.BadParameter(f"expected one of {', '.join(KINDS)}", param_hint="KIND")
     if by is not None:
@@ -98,12 +105,23 @@ def report(
                                    ("repo", repo), ("host", host), ("outcome", outcome), ("source", source)) if v},
         breakdown=breakdown, order=order, limit=limit, cost=cost,
     )
-    rep = build_report(resolve_home(home), db, q, notify=err)
+    if html is not None:
+        from ledger.report.html import write_report
+
+        rep, page = write_report(resolve_home(home), db, q, html, notify=err)
+    else:
+        rep = build_report(resolve_home(home), db, q, notify=err)
     from ledger.report import render
 
     for line in render.warnings(rep):
         err(line)
-    if json_:
+    if html is not None:
+        print(page)
+        if open_:
+            import webbrowser
+
+            webbrowser.open(page.resolve().as_uri())
+    elif json_:
         print_json(rep.to_dict())
     elif csv_:
         import sys

@@ -49,6 +49,13 @@ def query(url: str, q: ReportQuery) -> Report:
 
 
 def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *, notify: Notify = _quiet) -> Report:
+    return build_reports(home, db, [q], notify=notify)[0]
+
+
+def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[ReportQuery], *,
+                  notify: Notify = _quiet) -> list[Report]:
+    """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
+    one read transaction."""
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes
 
@@ -59,7 +66,7 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
         notify(f"warning: skipped damaged record {p.path}: {p.reason}")
     from ledger.index.ops import read_repairing
 
-    def read() -> Report:
+    def read() -> list[Report]:
         try:
             sync(url, notify=notify)
         except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
@@ -68,8 +75,12 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
             if read_only_failure(exc) is None:
                 raise
             notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
-        return query(url, q)
+        from ledger.index.ops import reading
 
-    report = read_repairing([home_path], url, read, notify)
-    report.unreadable = [p.to_dict() for p in summary.skipped]
-    return report
+        with reading(url) as conn:
+            return [run_report(conn, q) for q in queries]
+
+    reports = read_repairing([home_path], url, read, notify)
+    for report in reports:
+        report.unreadable = [p.to_dict() for p in summary.skipped]
+    return reports
