@@ -186,7 +186,7 @@ h2 { font-size: 1.15rem; margin: 1.6rem 0 0.4rem; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 th, td { padding: 0.25rem 0.5rem; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
-th:first-child, td:first-child, td.text { text-align: left; }
+th:first-child, td:first-child, .text { text-align: left; }
 td.id { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.9em; }
 th { color: var(--muted); font-weight: 600; }
 .basis-partial, .basis-unknown { color: var(--warn); }
@@ -279,7 +279,11 @@ _APP = r"""
     const t = document.getElementById(id);
     if (!rows.length) { t.innerHTML = ""; const c = t.insertRow().insertCell(); c.className = "empty"; c.textContent = "no runs"; return; }
     const head = t.createTHead().insertRow();
-    for (const [name] of columns) { const th = document.createElement("th"); th.textContent = name; head.append(th); }
+    for (const [name, , cls] of columns) {
+      const th = document.createElement("th"); th.textContent = name;
+      if (cls === "text") th.className = "text";
+      head.append(th);
+    }
     const body = t.createTBody();
     for (const r of rows) {
       const tr = body.insertRow();
