@@ -62,8 +62,12 @@ class Client:
     defaults: tuple[str, ...]  # config dirs tried when env_var is unset ("~" expanded)
     prefix: str = ""  # a log's file name starts with it
     key_by_name: bool = False  # the file name alone identifies a log (Codex rollouts move)
+    env_subdir: str = ""  # the config dir below env_var's dir ($GEMINI_CLI_HOME/.gemini)
+    log_dir: str = ""  # a log lies in (or below) a directory of this name (Gemini: chats/)
 
-    def wanted(self, name: str) -> bool:
+    def wanted(self, name: str, rel: str | None = None) -> bool:
+        if self.log_dir and rel is not None and f"/{self.log_dir}/" not in f"/{rel}":
+            return False
         return name.endswith(".jsonl") and name.startswith(self.prefix)
 
     def key(self, rel: str) -> str:
@@ -74,14 +78,18 @@ CLIENTS: dict[str, Client] = {
     "claude": Client("claude", "Claude Code", ("projects",), "CLAUDE_CONFIG_DIR", ("~/.claude", "~/.config/claude")),
     "codex": Client("codex", "Codex", ("sessions", "archived_sessions"), "CODEX_HOME", ("~/.codex",),
                     prefix="rollout-", key_by_name=True),
+    # tmp/<project>/chats/session-*.jsonl, subagents in chats/<session>/<id>.jsonl
+    "gemini": Client("gemini", "Gemini CLI", ("tmp",), "GEMINI_CLI_HOME", ("~/.gemini",), env_subdir=".gemini",
+                     log_dir="chats"),
 }
 
 
 def default_roots(client: Client, env: Mapping[str, str] | None = None) -> list[Path]:
-    """The config dirs to look in: $CLAUDE_CONFIG_DIR / $CODEX_HOME, else the defaults."""
+    """The config dirs to look in: $CLAUDE_CONFIG_DIR / $CODEX_HOME / $GEMINI_CLI_HOME/.gemini,
+    else the defaults."""
     env = os.environ if env is None else env
     if env.get(client.env_var):
-        return [Path(env[client.env_var]).expanduser()]
+        return [Path(env[client.env_var]).expanduser() / client.env_subdir]
     home = env.get("HOME") or os.path.expanduser("~")
     return [Path(home) / d[2:] if d.startswith("~/") else Path(d) for d in client.defaults]
 
@@ -190,16 +198,16 @@ def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSu
             rel = f"{rel_dir}/{e.name}"
             try:
                 if e.is_symlink():
-                    if e.is_dir() or client.wanted(e.name):
+                    if e.is_dir() or client.wanted(e.name, rel):
                         summary.skipped.append(Problem(e.path, _symlink_reason(e.path, real_root)))
                     continue
                 if e.is_dir(follow_symlinks=False):
-                    if client.wanted(e.name):
+                    if client.wanted(e.name, rel):
                         summary.skipped.append(Problem(e.path, "a directory where a log file should be"))
                     else:
                         subdirs.append(rel)
                     continue
-                if not client.wanted(e.name):
+                if not client.wanted(e.name, rel):
                     continue
                 st = e.stat(follow_symlinks=False)
             except OSError as exc:
@@ -603,14 +611,20 @@ class Archiver:
 
 ZSTD = "zstd"
 ZSTD_SUFFIX = ".zst"
-LEVEL = 6  # ratio vs speed on JSON lines: ~8-10x, >100 MB/s on these machines
+LEVEL = 3  # on transcripts: ~20 % of the bytes at ~275 MB/s (level 6: the same ratio at 60 MB/s)
 FRAME_BLOCK = 1 << 17
 
 
-def _compressor() -> Any:
-    import zstandard  # (only an import that writes needs it)
+_CCTX: list[Any] = []
 
-    return zstandard.ZstdCompressor(level=LEVEL)
+
+def _compressor() -> Any:
+    """One compression context for the process (making one per log costs ~30 us each)."""
+    if not _CCTX:
+        import zstandard  # (only an import that writes needs it)
+
+        _CCTX.append(zstandard.ZstdCompressor(level=LEVEL))
+    return _CCTX[0]
 
 
 def _complete_frames(data: bytes) -> tuple[int, bytes]:
