@@ -1,4 +1,4 @@
-"""`ledger import`: archive Claude Code transcripts and Codex rollouts into the home."""
+"""`ledger import`: archive Claude Code transcripts, Codex rollouts and Gemini CLI chats into the home."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 
 from ledger.cli.common import HomeOpt, JsonOpt, UsageError, err, handle_errors, print_json
 
-CHOICES = ("claude", "codex", "all")
+CHOICES = ("claude", "codex", "gemini", "all")
 
 
 @handle_errors
@@ -17,7 +17,8 @@ def import_(
     client: Annotated[str, typer.Argument(help=" | ".join(CHOICES), show_default=True)] = "all",
     from_: Annotated[Path | None, typer.Option(
         "--from", help="The client's config dir to import (e.g. a copy from another machine); "
-                       "default: $CLAUDE_CONFIG_DIR else ~/.claude and ~/.config/claude; $CODEX_HOME else ~/.codex.",
+                       "default: $CLAUDE_CONFIG_DIR else ~/.claude and ~/.config/claude; $CODEX_HOME else ~/.codex; "
+                       "$GEMINI_CLI_HOME/.gemini else ~/.gemini.",
         show_default=False)] = None,
     home: HomeOpt = None,
     json_: JsonOpt = False,
@@ -25,12 +26,13 @@ def import_(
     """Archive the agents' own session logs into the home (sources/<client>/...).
 
     New complete lines of each Claude Code transcript (projects/**/*.jsonl, subagents
-    included) and Codex rollout (sessions/, archived_sessions/) are copied append-only; the
+    included), Codex rollout (sessions/, archived_sessions/) and Gemini CLI chat
+    (tmp/<project>/chats/) are copied append-only; the
     originals may then be deleted. A log that was rewritten or shrank is kept as a new
     generation and counted as an evidence gap. Nothing already imported is read again.
 
     The archived sessions are counted by `ledger report`, listed by `ledger runs` (source
-    claude-log / codex-log) and in `ledger sql`; once a client was imported, every reader
+    claude-log / codex-log / gemini-log) and in `ledger sql`; once a client was imported, every reader
     first archives what it wrote since. A summary goes to stderr (with --json, one JSON
     document to stdout).
     """
@@ -43,9 +45,9 @@ def import_(
     if client not in CHOICES:
         raise UsageError(f"unknown client {client!r}", hint=f"one of: {', '.join(CHOICES)}")
     if from_ is not None and client == "all":
-        raise UsageError("--from needs a client: its layout is Claude Code's or Codex's",
+        raise UsageError("--from needs a client: its layout is Claude Code's, Codex's or Gemini CLI's",
                          hint="e.g. `ledger import claude --from PATH`")
-    names = ["claude", "codex"] if client == "all" else [client]
+    names = ["claude", "codex", "gemini"] if client == "all" else [client]
     h = Path(os.path.abspath(resolve_home(home)))
     summaries = []
     for name in names:
@@ -61,7 +63,7 @@ def import_(
         _print_summary(s, h)
     if any(s.roots for s in summaries):
         err("Imported sessions are counted by `ledger report` and listed by `ledger runs --source "
-            "claude-log` / `codex-log`; every later command brings them up to date first.")
+            "claude-log` / `codex-log` / `gemini-log`; every later command brings them up to date first.")
     if json_:
         print_json({"home": str(h), "clients": [s.to_dict() for s in summaries], "totals": _totals(summaries)})
 

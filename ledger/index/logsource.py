@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
@@ -46,7 +47,7 @@ from ledger.records.timefmt import parse_rfc3339
 from ledger.sources.archive import CHANGED_FILE, ZSTD_SUFFIX, _complete_frames
 
 STATE_V = 1
-PROJECTION_V = 1  # part of every session's fingerprint: a change to the rows below rewrites them all
+PROJECTION_V = 2  # part of every session's fingerprint: a change to the rows below rewrites them all
 SOURCES_DIR = "sources"
 ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
 LINK_CHUNK = 500
@@ -102,6 +103,19 @@ class _Session:
         if st is None:
             st = self.streams[key] = _Stream(model, slot)
         return st
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def row_id(harness: str, session_id: str) -> str:
+    """The row id of a session: `<harness>-<session id>` (ids are UUIDs), or, for an id that
+    could not be pasted into `ledger show` (control characters, markup, spaces, huge), a
+    stable hash of it (the id itself stays verbatim in provider_session_id)."""
+    if _SAFE_ID.fullmatch(session_id):
+        return f"{harness}-{session_id}"
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{harness}-x{digest}"
 
 
 def _epoch(text: str | None) -> int | None:
@@ -211,7 +225,33 @@ class _Codex:
         return out
 
 
-CLIENTS = {"claude": _Claude, "codex": _Codex}
+class _Gemini:
+    harness = "gemini"
+    provider = "google"
+
+    @staticmethod
+    def reducer(state: dict[str, Any] | None) -> Any:
+        from ledger.sources.gemini_usage import GeminiUsage
+
+        return GeminiUsage(state)
+
+    @staticmethod
+    def sessions(usage: Any) -> dict[str, _Session]:
+        # the chats log does not say how the client was started, nor the cwd (only its hash)
+        out: dict[str, _Session] = {}
+        for sid, info in usage.sessions().items():
+            s = out[sid] = _Session(sid, info.started, info.ended, tools=dict(info.tools))
+            s.files.update(info.files)
+        for r in usage.responses():
+            s = out.get(r.session_id)
+            if s is None:
+                s = out[r.session_id] = _Session(r.session_id)
+            s.files.add(r.file)
+            s.stream(r.model, _slot(r.time, _slot(s.started, 0))).add(r.counters)
+        return out
+
+
+CLIENTS = {"claude": _Claude, "codex": _Codex, "gemini": _Gemini}
 
 
 # ---------------------------------------------------------------- the source
@@ -378,11 +418,11 @@ class LogPass:
         version = price_data_version()
         write: list[tuple[str, _Session, int]] = []
         for sid, s in sessions.items():
-            rid = f"{src.spec.harness}-{sid}"
+            rid = row_id(src.spec.harness, sid)
             fp = _fingerprint(s, links.get(sid), version)
             if everything or old.get(rid) != fp:
                 write.append((rid, s, fp))
-        stale = [rid for rid in old if rid not in {f"{src.spec.harness}-{sid}" for sid in sessions}]
+        stale = [rid for rid in old if rid not in {row_id(src.spec.harness, sid) for sid in sessions}]
         drop = stale + [rid for rid, _, _ in write if rid in old]
         for i in range(0, len(drop), LINK_CHUNK):
             chunk = drop[i:i + LINK_CHUNK]
@@ -441,7 +481,7 @@ class LogPass:
         model = max(by_model, key=lambda m: (by_model[m], m)) if by_model else None
         gaps = sum(1 for f in s.files if ".gen" in f.rsplit("/", 1)[-1])  # a rewritten log's new generation
         run = {
-            "home_id": h, "run_id": rid, "parent_run_id": f"{src.spec.harness}-{s.parent}" if s.parent else None,
+            "home_id": h, "run_id": rid, "parent_run_id": row_id(src.spec.harness, s.parent) if s.parent else None,
             "created_at": created, "ended_at": ended,
             "duration_ms": int((ended - created).total_seconds() * 1000) if ended and created and ended >= created else None,
             "harness": src.spec.harness, "model": model, "surface": s.surface, "source": src.name,

@@ -89,4 +89,4 @@ class RunRecordsSource:
 from ledger.index.logsource import LogSource  # noqa: E402 - (it imports scan, like this module)
 
 # Run records first: the archived sessions link to the runs recorded in the same pass.
-SOURCES: tuple[Source, ...] = (RunRecordsSource(), LogSource("claude"), LogSource("codex"))
+SOURCES: tuple[Source, ...] = (RunRecordsSource(), LogSource("claude"), LogSource("codex"), LogSource("gemini"))
