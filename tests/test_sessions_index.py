@@ -260,3 +260,22 @@ def test_show_and_sql_see_an_imported_session(home, tmp_path):
     assert [s["row_id"] for s in sessions] == sorted(r["id"] for r in runs)
     assert {s["linked_run_id"] for s in sessions} == {None}
     assert len({r.session_id for r in h.responses}) <= len(runs)
+
+
+def test_a_hostile_session_id_gets_an_id_that_can_be_pasted(home, tmp_path):
+    """Session ids come from the agent's log: shown verbatim (escaped), but a run id must be
+    something a person can paste into `ledger show`."""
+    evil = "\x1b[31mevil\n[bold]x[/bold] \u202e" + "A" * 300
+    proj = tmp_path / "claude" / "projects" / "p"
+    proj.mkdir(parents=True)
+    (proj / "s.jsonl").write_bytes(_line({"type": "assistant", "sessionId": evil, "timestamp": "2026-01-01T00:00:01Z",
+                                          "requestId": "r1", "message": {"id": "m1", "model": "claude-sonnet-4-5",
+                                                                         "usage": {"input_tokens": 5, "output_tokens": 7}}}))
+    cli("import", "claude", "--from", str(tmp_path / "claude"))
+    db = f"sqlite:///{tmp_path / 'index.sqlite'}"
+    (run,) = json.loads(cli("runs", "--all", "--json", "--db", db).stdout)
+    assert run["id"].startswith("claude-x") and len(run["id"]) == len("claude-x") + 32 and run["id"].isprintable()
+    shown = json.loads(cli("show", run["id"][:16], "--json", "--db", db).stdout)
+    assert shown["provider_session_id"] == evil  # the agent's own id, verbatim
+    table = cli("runs", "--all", "--db", db).stdout
+    assert "\x1b" not in table
