@@ -197,3 +197,18 @@ def test_gemini_cli_home_names_the_home_that_holds_dot_gemini(tmp_path):
     assert archive.default_roots(client, {"HOME": str(tmp_path)}) == [tmp_path / ".gemini"]
     # the other clients' variables name the config dir itself
     assert archive.default_roots(archive.CLIENTS["codex"], {"CODEX_HOME": str(tmp_path)}) == [Path(tmp_path)]
+
+
+def test_ledger_import_gemini_without_history_says_where_it_looked(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from ledger.cli.app import app
+
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
+    monkeypatch.setenv("LEDGER_HOME", str(tmp_path / "ledger-home"))
+    res = CliRunner().invoke(app, ["import", "gemini"])
+    assert res.exit_code == 1
+    assert "no Gemini CLI history found" in res.stderr and "GEMINI_CLI_HOME" in res.stderr
+    res = CliRunner().invoke(app, ["import", "all", "--json"])  # with all: a note, not an error
+    assert res.exit_code == 0 and "gemini: no Gemini CLI history found" in res.stderr

@@ -311,7 +311,7 @@ def test_bad_arguments_and_homes(home, tmp_path):
     assert res.exit_code == 1 and "not a Codex config dir" in res.stderr and "Hint:" in res.stderr
     res = invoke("all", "--from", str(tmp_path))
     assert res.exit_code == 2 and "Error: --from needs a client" in res.stderr
-    res = invoke("gemini")
+    res = invoke("cursor")
     assert res.exit_code == 2 and "Error: unknown client" in res.stderr and "Hint:" in res.stderr
     project = tmp_path / "a-project"
     project.mkdir()
