@@ -209,6 +209,13 @@ def test_dark_scheme_and_a_group_report(runs, tmp_path, browser):
     ticks = o.js("[...document.querySelectorAll('#cost-chart .xtick text')].map(e => e.textContent)")
     assert sorted(ticks) == sorted(keys)
     assert HOSTILE_SKILL in o.text("#evaluation") and HOSTILE_SKILL_2 in o.text("#groups")
+    # light text on the dark screen; printed, black on white paper
+    assert o.js("document.getElementById('cost-chart').layout.font.color") == "#e3e6eb"
+    o.page.emulate_media(media="print")
+    o.js("window.dispatchEvent(new Event('beforeprint'))")
+    assert o.js("document.getElementById('cost-chart').layout.font.color") == "#000000"
+    assert o.js("getComputedStyle(document.body).backgroundColor") == "rgb(255, 255, 255)"
+    assert o.console == []
 
 
 def test_missing_plotly_is_an_error_with_the_install_hint(runs, tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ def report(
     db: DbOpt = None,
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML page with charts (needs `pip install 'ledger[html]'`).", show_default=False, metavar="PATH")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML page with charts (needs the html extra: pip install 'ledger\\[html]').", show_default=False, metavar="PATH")] = None,
     open_: Annotated[bool, typer.Option("--open", help="Open the --html page in the browser.", metavar="")] = False,
 ) -> None:
     """Tokens, cost and outcomes of runs, grouped by day, week, month, run, model, skill, subject...

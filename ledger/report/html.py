@@ -361,7 +361,7 @@ _APP = r"""
     costTraces.push({type: "scatter", mode: "markers", name: "group total", x: xs,
       y: R.rows.map((r) => r.cost_usd_known === null ? 0 : r.cost_usd_known),
       marker: {symbol: R.rows.map((r) => SYMBOL[r.cost_basis] || "line-ew-open"), size: 11,
-               color: css.getPropertyValue("--fg").trim(), line: {width: 2}},
+               color: "#7f7f7f", line: {width: 2}},  // grey: seen on light, dark and paper
       hovertext: R.rows.map((r) => plotlyText(label(r.key)) + "<br>runs: " + int(r.runs) + "<br>" + costLine(r)),
       hoverinfo: "text"});
     const tokenTraces = stacks((m) => m.total_tokens, (m) => "runs: " + int(m.runs) + "<br>tokens: " +
@@ -382,8 +382,12 @@ _APP = r"""
     matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
       for (const [id] of charts) Plotly.relayout(id, theme());
     });
-    window.addEventListener("beforeprint", () => { for (const [id] of charts) Plotly.Plots.resize(id); });
-    window.addEventListener("afterprint", () => { for (const [id] of charts) Plotly.Plots.resize(id); });
+    // (paper is white whatever the screen's scheme)
+    const PAPER = {font: {color: "#000000", size: 12}, "xaxis.gridcolor": "rgba(0,0,0,0.12)",
+                   "yaxis.gridcolor": "rgba(0,0,0,0.12)"};
+    const redraw = (look) => () => { for (const [id] of charts) { Plotly.relayout(id, look()); Plotly.Plots.resize(id); } };
+    window.addEventListener("beforeprint", redraw(() => PAPER));
+    window.addEventListener("afterprint", redraw(theme));
     document.body.dataset.ready = "1";
   };
 })();
