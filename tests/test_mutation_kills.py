@@ -77,6 +77,22 @@ def test_open_regular_closes_the_fd_and_keeps_the_error_when_wrapping_fails(monk
     assert exc.value.errno == errno.EBADF
 
 
+def test_open_regular_fd_names_what_it_refuses(tmp_path):
+    # A directory and a FIFO are refused with an errno, a reason and the path: callers
+    # turn these into the message the user reads.
+    with pytest.raises(IsADirectoryError) as exc:
+        fold.open_regular_fd(str(tmp_path))
+    assert (exc.value.errno, exc.value.strerror, exc.value.filename) == (
+        errno.EISDIR, "is a directory", str(tmp_path))
+    fifo = tmp_path / "events.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as exc:
+        fold.open_regular_fd(str(fifo))
+    assert type(exc.value) is OSError
+    assert (exc.value.errno, exc.value.strerror, exc.value.filename) == (
+        errno.EINVAL, "not a regular file", str(fifo))
+
+
 def test_json_booleans_and_fractions_are_not_counters():
     # `true` is not 1 token and 3.5 is not a count: both are ignored, not taken as a value
     # (nor as an overflow). Kills _counter_value's `and`/`or` mutants.
@@ -251,11 +267,14 @@ def _line(seq: int, tokens: int) -> bytes:
 
 def test_a_line_that_is_json_but_not_an_object_is_named_in_the_error(tmp_path):
     # Message text of fold_event's refusal, as the user reads it through fold_file.
+    # The state keeps the number of the line that stopped the fold.
     path = _write_events(tmp_path, _line(1, 5) + b"[1]\n")
+    state = new_state()
     with pytest.raises(fold.RecordError) as exc:
-        fold.fold_file(path, new_state())
+        fold.fold_file(path, state)
     assert exc.value.reason == ("line 2: malformed event (expected a JSON object); "
                                 "expected one JSON object per line")
+    assert state["lines"] == 2
 
 
 def test_envelope_gaps_add_up():
