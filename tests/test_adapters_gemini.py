@@ -84,3 +84,36 @@ def test_no_result_is_unverifiable(home, tmp_path):
     result, snap = replay(home, tmp_path, "gemini", jsonl([INIT, msg("partial")]), args=["-p", "x"])
     assert result.evidence == "unverifiable" and "no result event" in result.evidence_reasons
     assert result.outcome == "failed" and snap.usage.streams == 0
+
+
+# ---- real streams of Gemini CLI 0.61.0 (tests/data/streams/README.md: recorded by
+# tests/test_launch_gemini.py against the mock; the default mock usage for call k is prompt
+# 300+k with 10k cached, candidates 40+k, thoughts 2k)
+
+REAL_ARGS = ["-p", "x", "--output-format", "stream-json", "-m", "gemini-2.5-flash"]
+
+
+def test_recorded_three_tool_turns(home, tmp_path):
+    from launchkit import stream_bytes
+
+    result, snap = replay(home, tmp_path, "gemini", stream_bytes("gemini-three-tools.jsonl"), args=REAL_ARGS)
+    (s,) = snap.streams
+    # calls 1-4: uncached (301+302+303+304) - (10+20+30+40), cached 100, output 170 + thoughts 20
+    assert s.model == "gemini-2.5-flash"
+    assert (s.counters["input_tokens"], s.counters["cache_read_tokens"], s.counters["output_tokens"],
+            s.counters["reasoning_tokens"]) == (1110, 100, 190, 20)
+    # the text before the second tool call ("Step two.") is not the final answer
+    assert snap.final_answer == "Three done." and snap.tool_uses == {"run_shell_command": 3}
+    assert result.outcome == "completed" and result.evidence == "verified"
+
+
+def test_recorded_text_answer_and_api_error(home, tmp_path):
+    from launchkit import stream_bytes
+
+    _, snap = replay(home, tmp_path, "gemini", stream_bytes("gemini-text.jsonl"), args=REAL_ARGS)
+    c = snap.streams[0].counters
+    assert (c["input_tokens"], c["cache_read_tokens"], c["output_tokens"], c["reasoning_tokens"]) == (291, 10, 43, 2)
+    assert snap.final_answer == "Hello there."
+    result, snap = replay(home, tmp_path, "gemini", stream_bytes("gemini-all-500.jsonl"), args=REAL_ARGS,
+                          exit_code=1)
+    assert result.outcome == "failed" and "mock error 500" in result.error and snap.final_answer is None
