@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ledger.errors import LedgerError
 from ledger.report.aggregate import Report, ReportQuery
@@ -37,15 +37,14 @@ def plotly_js() -> str:
 
 
 def write_report(home: str | Path, db: str | None, q: ReportQuery, path: str | Path,
-                 notify: Any = None) -> tuple[Report, Path]:
+                 notify: Callable[[str], None] = lambda _msg: None) -> tuple[Report, Path]:
     """`ledger report ... --html PATH`: the page's reports (one snapshot), written to `path`.
     Returns the report itself (its warnings are the CLI's) and the page's path."""
     from ledger.report.service import build_reports
 
     js = plotly_js()  # a missing extra is said before any work
     queries = page_queries(q)
-    reports = dict(zip(queries, build_reports(home, db, list(queries.values()),
-                                              **({"notify": notify} if notify else {}))))
+    reports = dict(zip(queries, build_reports(home, db, list(queries.values()), notify=notify)))
     return reports["report"], write_page(path, page_document(reports), js)
 
 
