@@ -27,7 +27,7 @@ from ledger.index.scan import (
     EVENTS, LINK_SIG, MANIFEST, PREFIX_BYTES, TERMINAL, Work, file_sig, files_sig, prefix_sha,
 )
 from ledger.records import reader
-from ledger.records.fold import OVERFLOW, _known, reduce_usage
+from ledger.records.fold import OVERFLOW, _known, reduce_usage, run_model
 from ledger.records.liveness import liveness
 from ledger.records.model import I64_MAX, MAX_ACROSS_STREAMS, ScanProblem
 from ledger.records.timefmt import is_canonical_utc, parse_rfc3339
@@ -325,7 +325,7 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         enc_datetime(created, manifest.created_at) if encode else created,
         enc_datetime(ended, terminal.ended_at) if encode else ended,
         (ended - created) // _MS if ended is not None else None,
-        manifest.harness, manifest.model, manifest.surface, "record", manifest.repo, manifest.worktree,
+        manifest.harness, run_model(manifest.model, state), manifest.surface, "record", manifest.repo, manifest.worktree,
         manifest.skill,
         manifest.cwd, manifest.host or None, manifest.boot_id, pid, ticks,
         terminal.outcome if terminal.valid else None, B(terminal.present), live,

@@ -452,6 +452,25 @@ def stream_totals(state: dict[str, Any]) -> list[UsageStreamTotals]:
     return out
 
 
+def run_model(declared: str | None, state: dict[str, Any]) -> str | None:
+    """The run's model: the one its launch named, else the one its usage streams name (a
+    Claude run without `--model`: the stream says which). Several models (e.g. subagents on
+    a smaller one): the main one, the model with the most input + output tokens (ties: the
+    first name). The record is unchanged; the records reader and the index both use this."""
+    if declared:
+        return declared
+    weight: dict[str, int] = {}
+    for _, st in sorted(state["streams"].items()):
+        model = st.get("model")
+        if isinstance(model, str) and model:
+            c = st["c"]
+            inp = c["total_input_tokens"] if "total_input_tokens" in c else c.get("input_tokens", 0)
+            weight[model] = weight.get(model, 0) + (_known(inp) or 0) + (_known(c.get("output_tokens", 0)) or 0)
+    if not weight:
+        return None
+    return max(sorted(weight), key=weight.__getitem__)
+
+
 def reduce_usage(state: dict[str, Any], extra_gaps: int = 0) -> UsageTotals:
     """Reduce per-stream maxima across streams. `extra_gaps` adds run-level gaps (torn line).
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from ledger.errors import RecordError
 from ledger.records import jsonio
-from ledger.records.fold import fold_file, new_state, open_regular, read_regular, reduce_usage, stream_totals
+from ledger.records.fold import fold_file, new_state, open_regular, read_regular, reduce_usage, run_model, stream_totals
 from ledger.records.ids import PREFIX, is_run_id, shard_of
 from ledger.records.liveness import liveness
 from ledger.records.model import (
@@ -248,7 +248,7 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
         worktree=manifest.worktree, subjects=manifest.subjects, skill=manifest.skill,
         outcome=terminal.outcome if terminal.valid else None,
         started=format_utc(parse_rfc3339(manifest.created_at)), ended=terminal.ended_at,
-        usage=usage, evidence_gaps=gaps, harness=manifest.harness, model=manifest.model,
+        usage=usage, evidence_gaps=gaps, harness=manifest.harness, model=run_model(manifest.model, state),
         surface=manifest.surface, state=state_name, host=manifest.host or None, cwd=manifest.cwd,
         path=run_path, provider_session_id=provider_session or state["session"],
         final_answer=state["answer"], streams=stream_totals(state), attempts=attempts,
