@@ -76,7 +76,7 @@ def runs(
     outcome: Annotated[list[str] | None, typer.Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
     subject: Annotated[list[str] | None, typer.Option("--subject", help="Only runs with this subject, e.g. task:LOO-1 (repeatable; `*` wildcard).", show_default=False)] = None,
     skill: Annotated[list[str] | None, typer.Option("--skill", help="Only this skill (repeatable; `*` wildcard).", show_default=False)] = None,
-    source: Annotated[list[str] | None, typer.Option("--source", help="Only runs from this source: record (ledger run), claude-log, codex-log (imported sessions; repeatable).", show_default=False)] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", help="Only runs from this source: record (ledger run), claude-log, codex-log, gemini-log (imported sessions; repeatable).", show_default=False)] = None,
 ) -> None:
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)

@@ -21,7 +21,7 @@ FILTER_LABELS = {
     "subject": "subject selector (e.g. task:LOO-1)",
     "repo": "repository",
     "host": "host",
-    "source": "source (record: launched by `ledger run`; claude-log, codex-log: imported sessions)",
+    "source": "source (record: launched by `ledger run`; claude-log, codex-log, gemini-log: imported sessions)",
 }
 FILTERS = (*FILTER_LABELS, "outcome")
 # auto: the provider's receipt, else the estimate (ledger.report.costs applies the rule)
