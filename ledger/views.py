@@ -90,11 +90,16 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
     # the database returns the default window's candidates; an earlier --since needs them all
     wide = all_ or (filters is not None and filters.since is not None)
 
-    def read() -> list[RunSnapshot]:
+    def read() -> Any:
+        # the rule picks among light candidates; only the runs it shows become full snapshots
         with ops.reading(url) as conn:
-            return queries.list_runs(conn, ops.home_id(conn, home), wide, now)
+            hid = ops.home_id(conn, home)
+            sel = select(queries.list_candidates(conn, hid, wide, now), all_, now, filters)
+            if hid is not None:
+                sel.runs = queries.snapshots_of(conn, hid, sel.runs)
+            return sel
 
-    return select(ops.read_repairing([home], url, read, notify), all_, now, filters)
+    return ops.read_repairing([home], url, read, notify)
 
 
 def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSnapshot:

@@ -10,6 +10,7 @@ Liveness of unsettled runs is recomputed here, at query time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -46,8 +47,8 @@ def _state(r: Any) -> str:
     return liveness(r.host or "", r.boot_id, launcher_dict(r.launcher_pid, r.launcher_start_ticks))
 
 
-def _snapshot(r: Any, subjects: list[Subject]) -> RunSnapshot:
-    state = _state(r)
+def _snapshot(r: Any, subjects: list[Subject], state: str | None = None) -> RunSnapshot:
+    state = _state(r) if state is None else state
     if r.settled:
         verdict = Verdict(r.ok, r.error_kind, r.error_detail)
     else:  # liveness is recomputed here: so is the verdict that follows it
@@ -76,11 +77,29 @@ def _subjects(conn: Any, home_id: int, where: Any = None) -> dict[str, list[Subj
     return out
 
 
-def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[RunSnapshot]:
-    """Snapshots of a home's runs: every run with `all_`, else the candidates of the default
-    selection (recent runs and every unsettled run; views.select_runs picks exactly)."""
-    if home_id is None:
-        return []
+@dataclass
+class Candidate:
+    """What the selection rule (ledger.records.selection) reads of a run: `ledger runs` picks
+    among these and builds full snapshots only for the runs it shows."""
+
+    id: str
+    started: str | None
+    state: str
+    harness: str | None
+    outcome: str | None
+    skill: str | None
+    source: str
+    subjects: list[Subject]
+
+
+_CANDIDATE_COLS = [runs_t.c[n] for n in (
+    "run_id", "created_at", "settled", "harness", "outcome", "skill", "source", "host", "boot_id", "launcher_pid",
+    "launcher_start_ticks")]
+
+
+def _window(home_id: int, all_: bool, now: datetime | None) -> tuple[list[Any], Any]:
+    """The rows `ledger runs` chooses from: every run with `all_`, else the candidates of the
+    default selection (recent runs and every unsettled run); and the same for subjects."""
     r = runs_t.c
     cond = [r.home_id == home_id]
     sub_cond = None
@@ -91,6 +110,46 @@ def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None =
         rs = runs_t.alias("rs")
         sub_cond = sa.exists().where(rs.c.home_id == subjects_t.c.home_id, rs.c.run_id == subjects_t.c.run_id,
                                      sa.or_(rs.c.created_at >= cutoff, rs.c.settled == sa.false()))
+    return cond, sub_cond
+
+
+def list_candidates(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[Any]:
+    """The selection's inputs, light (no usage, no verdict): ten thousand runs cost a few
+    tuples each instead of a full snapshot. Unreadable records are full (they hold nothing)."""
+    if home_id is None:
+        return []
+    cond, sub_cond = _window(home_id, all_, now)
+    subjects = _subjects(conn, home_id, sub_cond)
+    out: list[Any] = [
+        Candidate(row.run_id, format_utc(row.created_at), _state(row), row.harness, row.outcome, row.skill,
+                  row.source, subjects.get(row.run_id, []))
+        for row in conn.execute(sa.select(*_CANDIDATE_COLS).where(*cond))]
+    c = cursors_t.c
+    out.extend(unreadable_snapshot(run_id, path) for run_id, path in conn.execute(
+        sa.select(c.run_id, c.problem_path).where(c.home_id == home_id, c.status == "damaged")))
+    return out
+
+
+def snapshots_of(conn: Any, home_id: int, chosen: list[Any]) -> list[RunSnapshot]:
+    """Full snapshots of the chosen candidates, in their order (each keeps the state the
+    selection saw: liveness is not asked twice)."""
+    want = {c.id: c for c in chosen if isinstance(c, Candidate)}
+    full: dict[str, RunSnapshot] = {}
+    ids = sorted(want)
+    r = runs_t.c
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        for row in conn.execute(sa.select(*_COLS).where(r.home_id == home_id, r.run_id.in_(chunk))):
+            full[row.run_id] = _snapshot(row, want[row.run_id].subjects, want[row.run_id].state)
+    return [full.get(c.id, c) if isinstance(c, Candidate) else c for c in chosen]
+
+
+def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[RunSnapshot]:
+    """Snapshots of a home's runs: every run with `all_`, else the candidates of the default
+    selection (recent runs and every unsettled run; views.select_runs picks exactly)."""
+    if home_id is None:
+        return []
+    cond, sub_cond = _window(home_id, all_, now)
     subjects = _subjects(conn, home_id, sub_cond)
     out = [_snapshot(row, subjects.get(row.run_id, [])) for row in conn.execute(sa.select(*_COLS).where(*cond))]
     # unreadable records have no row in `runs`: listed from their cursors (state `unreadable`,
