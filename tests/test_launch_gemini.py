@@ -160,7 +160,7 @@ def test_gemini_model_comes_from_the_stream(home, tmp_path):
     main = [m for m, kind in models.items() if kind == "main"][0]
     side = [m for m, kind in models.items() if kind == "side"][0]
     assert per_model(snap) == {main: (291, 10, 43, 2), side: (30, 5, 15, 0)}
-    assert snap.model is None  # the launch named none: the manifest says so, the streams say which
+    assert snap.model == main  # no -m: the run's model is its streams' (the one with the most tokens)
 
 
 def test_gemini_tool_calls_over_several_turns(home, tmp_path):

@@ -99,7 +99,7 @@ def test_gemini_sessions_and_a_resume_equal_the_clients_stats(home, tmp_path):
         p2 = run_agent(gemini_argv("again", resume=sid1), gemini_env(tmp_path, mp), cwd, timeout=120)
     assert p2.returncode == 0, p2.stderr[-2000:]
     sid2, r2 = result_of(p2.stdout)
-    assert sid2 == sid1  # the resume continues the session (and its chats file)
+    assert sid2 == sid1, (p2.stdout[-2000:], p2.stderr[-2000:])  # the resume continues the session
     with MockProvider([answer("Other.")]) as mp:
         p3 = run_agent(gemini_argv("another session", model="gemini-2.5-pro"), gemini_env(tmp_path, mp), cwd,
                        timeout=120)
