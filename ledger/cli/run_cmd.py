@@ -166,17 +166,74 @@ def execute(args: list[str]) -> int:
     elif result.harness != COMMAND and result.final_answer:
         sys.stdout.write(result.final_answer if result.final_answer.endswith("\n") else result.final_answer + "\n")
         sys.stdout.flush()
-    if not json_:
+    # one summary line on stderr: after every run shown live (stderr is a terminal, or
+    # --progress), and after a run that did not go well (also with stderr redirected)
+    import os
+
+    shown = progress if progress is not None else os.isatty(2)
+    unwell = (result.returncode is None and result.error is not None) or result.outcome == "interrupted" or (
+        result.harness != COMMAND and result.verdict.ok is False)
+    if shown or (unwell and not json_):
         from ledger.text import plain  # the agent's stop reason or error: its control characters escaped
 
-        if result.returncode is None and result.error:
-            print(plain(f"ledger: {result.error}"), file=sys.stderr)
-        elif result.outcome != "completed" and result.harness != COMMAND:
-            why = result.stop_reason or result.error or (result.evidence_reasons[0] if result.evidence_reasons else None)
-            print(plain(f"ledger: run {result.run_id} {result.outcome}" + (f" ({why})" if why else "")), file=sys.stderr)
-        elif result.verdict.error_kind == "skill-not-invoked":
-            print(plain(f"ledger: run {result.run_id} not ok: {result.verdict.error_detail}"), file=sys.stderr)
+        sys.stderr.write(plain(summary_line(result)) + "\n")
+    if result.hint and result.error:
+        from ledger.text import plain
+
+        sys.stderr.write(plain(f"Error: {result.error}") + "\n" + plain(f"Hint: {result.hint}") + "\n")
+    sys.stderr.flush()
     return result.exit_code
+
+
+SHORT_ID = 12  # `run_` + 8 hex digits: a prefix `ledger show` accepts, as `ledger runs` shows it
+
+
+def _duration(secs: float) -> str:
+    if secs < 60:
+        return f"{secs:.1f}s"
+    m, s = divmod(int(round(secs)), 60)
+    return f"{m}m {s:02d}s" if m < 60 else f"{m // 60}h {m % 60:02d}m"
+
+
+def summary_line(result: Any) -> str:
+    """`ledger: run_1a2b3c4d completed · 12.3s · in 12k out 345 · $0.0123 est`: the run (an
+    id prefix for `ledger show`), its outcome and why not ok, duration, the exit code when it
+    says something (failed, 123), and for agents tokens and cost (a command has neither)."""
+    from ledger.launch.progress import _fmt_tokens
+
+    v = result.verdict
+    why = None
+    if result.returncode is None and result.error:
+        why = result.error
+    elif result.hint:  # (the error and hint follow on their own lines)
+        why = "needs a terminal" if result.stop_reason == "needs_terminal" else "error"
+    elif result.stop_reason in ("timeout", "max_cost"):
+        why = "--" + result.stop_reason.replace("_", "-")
+    elif v.error_kind == "cancelled":
+        why = (v.error_detail or "").replace("stopped by signal:", "") or None
+    elif v.ok is False:
+        why = v.error_detail or v.error_kind
+    parts = [_duration(result.duration_secs)]
+    if result.outcome == "failed" or (result.exit_code and not result.stop_reason):
+        parts.append(f"exit {result.exit_code}")  # (a stop's code is implied: 124, 125, 128+N)
+    if result.evidence != "not_applicable":  # (recorded as a plain command: no usage to show)
+        t = result.tokens
+        inp = t.get("total_input_tokens") if t.get("total_input_tokens") is not None else t.get("input_tokens")
+        parts.append(f"in {_fmt_tokens(inp)} out {_fmt_tokens(t.get('output_tokens'))}")
+        if result.cost_usd is not None:
+            parts.append(f"${result.cost_usd:.4f}" + (" est" if result.cost_basis == "estimated" else ""))
+        else:
+            parts.append("cost unknown")
+    head = f"ledger: {result.run_id[:SHORT_ID]} {result.outcome}"
+    tail = " · " + " · ".join(parts)
+    if why:  # cut to keep the line within 80 columns (`ledger show` has the whole reason)
+        room = SUMMARY_WIDTH - len(head) - len(tail) - 3
+        why = " ".join(why.split())
+        head += f" ({why if len(why) <= max(room, 12) else why[:max(room - 1, 11)] + '…'})"
+    return head + tail
+
+
+SUMMARY_WIDTH = 80
 
 
 def main_fast(argv: list[str]) -> None:

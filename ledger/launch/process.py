@@ -58,7 +58,8 @@ class ChildProcess:
                  cwd: str | None = None, stderr_passthrough: bool = True,
                  stderr_tail_bytes: int = 64 * 1024,
                  on_stderr: Callable[[bytes], None] | None = None,
-                 before_stderr: Callable[[], None] | None = None) -> None:
+                 before_stderr: Callable[[], None] | None = None,
+                 write_stderr: Callable[[bytes], bool] | None = None) -> None:
         self.argv = list(argv)
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
@@ -76,6 +77,7 @@ class ChildProcess:
         self._stderr_passthrough = stderr_passthrough
         self._on_stderr = on_stderr
         self._before_stderr = before_stderr
+        self._write_stderr = write_stderr or (lambda data: _write_all(2, data))  # False: stderr is gone
         self.stopped_by: str | None = None     # why ledger stopped it (timeout, signal, max_cost)
         self.killed = False                    # SIGKILL was needed
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -124,7 +126,7 @@ class ChildProcess:
                     self._before_stderr()
                 except Exception:  # noqa: BLE001 - a display hook never breaks capture
                     pass
-            if passthrough and not _write_all(2, data):
+            if passthrough and not self._write_stderr(data):
                 passthrough = False
             if self._on_stderr is not None:
                 try:
@@ -175,10 +177,28 @@ class ChildProcess:
         return False
 
     def terminate(self, reason: str) -> None:
-        """First step of a stop: SIGTERM to the group (remembering why)."""
+        """First step of a stop: SIGTERM to the group (remembering why), then SIGCONT: a
+        stopped process (e.g. by SIGTTIN) only acts on its SIGTERM once it runs again."""
         if self.stopped_by is None:
             self.stopped_by = reason
         self.signal_group(signal.SIGTERM)
+        self.signal_group(signal.SIGCONT)
+
+    def terminal_stop(self) -> str | None:
+        """Why the child's process group is stopped, if it is: `SIGTTIN` / `SIGTTOU` when
+        the child itself was stopped for touching the terminal from the background group
+        (reading it, or setting its mode as interactive programs do), `stopped` when another
+        process of the group is stopped (Linux /proc; the signal is not visible there)."""
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+        except (ChildProcessError, OSError, AttributeError):
+            info = None
+        if info is not None and info.si_code == os.CLD_STOPPED:
+            try:
+                return signal.Signals(info.si_status).name
+            except ValueError:
+                return "stopped"
+        return "stopped" if _group_has_stopped(self.pgid, self.pid) else None
 
     def kill(self) -> None:
         self.killed = True
@@ -191,6 +211,27 @@ class ChildProcess:
                     f.close()
             except OSError:
                 pass
+
+
+def _group_has_stopped(pgid: int, skip: int) -> bool:
+    """A process of group `pgid` (other than `skip`) is in job-control stop (Linux /proc)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in names:
+        if not name.isdigit() or int(name) == skip:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and fields[0] == b"T" and fields[2] == str(pgid).encode():
+            return True
+    return False
 
 
 def exit_code_for(returncode: int | None) -> int:

@@ -1,6 +1,9 @@
-"""Live progress of `ledger run` on stderr: elapsed, model calls, tools, tokens, cost.
+"""Live progress of `ledger run` on stderr: elapsed, model calls, tools, tokens, cost (a
+plain command, which has no model calls: elapsed time only).
 
-On a terminal one status line is redrawn in place (at most 5 times a second); otherwise
+On a terminal one status line is redrawn in place (at most 5 times a second); the child's
+output passes through `passthrough()`, which erases the status line first and leaves it
+off while the child's last line is unfinished (so the two are never glued); otherwise
 (`--progress` with stderr redirected) a plain line is printed every few seconds. API
 retries are always printed loudly on their own line; a heartbeat says when the agent has
 been quiet for a while.
@@ -9,6 +12,7 @@ been quiet for a while.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -26,8 +30,12 @@ def _fmt_tokens(n: int | None) -> str:
 
 
 class Progress:
-    def __init__(self, enabled: bool, tty: bool, fd: int = 2) -> None:
+    def __init__(self, enabled: bool, tty: bool, fd: int = 2, command: bool = False) -> None:
         self.enabled = enabled
+        self.command = command  # a plain command: no model calls, tokens or cost to show
+        self._lock = threading.Lock()  # the stderr reader thread passes output through too
+        self._partial = False   # the child's output on the terminal ends mid-line
+        self._ttys: dict[int, bool] = {}
         self.tty = tty
         self.fd = fd
         self.started = time.monotonic()
@@ -43,12 +51,36 @@ class Progress:
         except OSError:
             self.enabled = False
 
+    def _is_tty(self, fd: int) -> bool:
+        tty = self._ttys.get(fd)
+        if tty is None:
+            tty = self._ttys[fd] = os.isatty(fd)
+        return tty
+
+    def passthrough(self, fd: int, data: bytes) -> bool:
+        """Write the child's output to fd with the status line erased first; False when fd
+        is gone (the caller stops passing output)."""
+        from ledger.launch.process import _write_all
+
+        if not (self.enabled and self.tty):
+            return _write_all(fd, data)
+        with self._lock:
+            if self._drawn:
+                self._drawn = False
+                self._write("\r\x1b[K")
+            ok = _write_all(fd, data)
+            if data and self._is_tty(fd):
+                self._partial = not data.endswith(b"\n")
+        return ok
+
     def line(self, text: str) -> None:
         """A message on its own line (the status line is redrawn after it)."""
         if not self.enabled:
             return
-        self._write(("\r\x1b[K" if self.tty and self._drawn else "") + text + "\n")
-        self._drawn = False
+        with self._lock:
+            lead = "\r\x1b[K" if self.tty and self._drawn else ("\n" if self.tty and self._partial else "")
+            self._write(lead + text + "\n")
+            self._drawn = self._partial = False
 
     def update(self, stats: Any, figures: Callable[[], tuple[dict[str, Any], float | None, str | None]],
                force: bool = False) -> None:
@@ -73,10 +105,15 @@ class Progress:
         if not force and now - self._last_draw < self.interval:
             return
         self._last_draw = now
-        tokens, cost, cost_basis = figures()
-        inp = tokens.get("total_input_tokens", tokens.get("input_tokens"))
-        parts = [f"ledger: {now - self.started:5.1f}s", f"{stats.model_calls} model calls",
-                 f"{stats.tool_calls} tools", f"in {_fmt_tokens(inp)} out {_fmt_tokens(tokens.get('output_tokens'))}"]
+        if self.command:
+            parts = [f"ledger: {now - self.started:5.1f}s"]
+            cost = None
+        else:
+            tokens, cost, cost_basis = figures()
+            inp = tokens.get("total_input_tokens", tokens.get("input_tokens"))
+            parts = [f"ledger: {now - self.started:5.1f}s", f"{stats.model_calls} model calls",
+                     f"{stats.tool_calls} tools",
+                     f"in {_fmt_tokens(inp)} out {_fmt_tokens(tokens.get('output_tokens'))}"]
         if cost is not None:
             parts.append(f"${cost:.4f}" + (" est" if cost_basis == "estimated" else ""))
         if stats.api_retries:
@@ -85,18 +122,27 @@ class Progress:
             parts.append(f"quiet {quiet:.0f}s")
         text = " · ".join(parts)
         if self.tty:
-            self._write("\r\x1b[K" + text)
-            self._drawn = True
+            with self._lock:
+                if not self._partial:  # never drawn over (or after) the child's unfinished line
+                    self._write("\r\x1b[K" + text)
+                    self._drawn = True
         else:
             self._write(text + "\n")
 
     def clear(self) -> None:
         """Erase the status line (before someone else writes to the terminal)."""
-        if self.enabled and self.tty and self._drawn:
-            self._drawn = False
-            self._write("\r\x1b[K")
+        with self._lock:
+            if self.enabled and self.tty and self._drawn:
+                self._drawn = False
+                self._write("\r\x1b[K")
 
     def close(self) -> None:
-        if self.enabled and self.tty and self._drawn:
-            self._write("\r\x1b[K")
-            self._drawn = False
+        """Erase the status line; end the child's unfinished line (what ledger prints next
+        starts on a line of its own)."""
+        with self._lock:
+            if self.enabled and self.tty and self._drawn:
+                self._write("\r\x1b[K")
+                self._drawn = False
+            elif self.enabled and self.tty and self._partial:
+                self._write("\n")
+            self._partial = False

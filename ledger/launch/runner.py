@@ -36,7 +36,7 @@ from ledger.errors import LedgerError
 from ledger.launch.adapters import COMMAND, HARNESSES, adapter_class, detect_harness, harness_spec
 from ledger.launch.adapters.base import Adapter
 from ledger.launch.capture import DEFAULT_CAPTURE_BYTES, LineSplitter, RawCapture, StrictParser, TailBuffer
-from ledger.launch.process import ChildProcess, _write_all, exit_code_for
+from ledger.launch.process import ChildProcess, exit_code_for
 from ledger.launch.progress import Progress
 from ledger.launch.redact import Redactor
 from ledger.launch.sessions import SessionStore
@@ -48,6 +48,10 @@ STDERR_TAIL_BLOB = "streams/stderr-tail.txt"
 TICK_SECS = 0.1
 EXIT_TIMEOUT = 124
 EXIT_MAX_COST = 125
+# the child was stopped for touching the terminal (an interactive program): an error, exit 1
+EXIT_NEEDS_TERMINAL = 1
+NEEDS_TERMINAL = "needs_terminal"    # stop_reason / stopped_by
+TERMINAL_CHECK_SECS = 0.5            # how often a quiet child is checked for a terminal stop
 # --expect-skill: the agent exited 0 but the skill was never successfully invoked (the
 # verdict skill-not-invoked); RunOptions.fail_on_skill=False (`--no-fail`) keeps the agent's 0
 EXIT_SKILL_NOT_INVOKED = 123
@@ -107,6 +111,7 @@ class RunResult:
     streams: int
     raw_stream: dict[str, Any] | None = None
     error: str | None = None
+    hint: str | None = None        # with `error`: the command that fixes it (not in to_json)
     extra: dict[str, Any] = field(default_factory=dict)
     verdict: Verdict = NO_VERDICT  # ledger.records.verdict, judged from what the launch saw
 
@@ -219,7 +224,8 @@ class Launcher:
         self.signals = _Signals()
         self.stderr_tty = os.isatty(2)
         show = opts.progress if opts.progress is not None else self.stderr_tty
-        self.progress = Progress(bool(show), self.stderr_tty)
+        self.progress = Progress(bool(show), self.stderr_tty, command=self.reader == COMMAND)
+        self.terminal_stop: str | None = None  # SIGTTIN / SIGTTOU / stopped: the child needs a terminal
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -289,7 +295,7 @@ class Launcher:
             try:
                 child = ChildProcess(self.argv, env=self._child_env(capture), cwd=o.cwd,
                                      stderr_passthrough=True,
-                                     before_stderr=self.progress.clear if self.progress.tty else None)
+                                     write_stderr=lambda data: self.progress.passthrough(2, data))
             except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
                 return self._spawn_failed(capture, adapter, exc, started)
             self.child = child
@@ -353,6 +359,8 @@ class Launcher:
         handled_signals = 0
         max_cost_hit: dict[str, Any] | None = None
         last_cost_check = 0.0
+        last_terminal_check = started
+        terminal_stops = 0
         progress = self.progress
         get = child.chunks.get
         Empty = queue.Empty
@@ -389,7 +397,7 @@ class Launcher:
                 else:
                     stdout_tail.add(chunk)  # type: ignore[union-attr]
                     if passthrough_fd is not None:
-                        if not _write_all(passthrough_fd, chunk):
+                        if not progress.passthrough(passthrough_fd, chunk):
                             passthrough_fd = None
             now = time.monotonic()
             # why stop?
@@ -419,6 +427,20 @@ class Launcher:
                         kill_at = now + o.grace_secs
                         progress.line(f"ledger: cost ${cost:.4f} ({basis}) passed --max-cost ${o.max_cost:g}; "
                                       f"stopping the agent")
+            if (child.stopped_by is None and now - last_terminal_check >= TERMINAL_CHECK_SECS
+                    and now - stats.last_event_at >= TERMINAL_CHECK_SECS and child.poll() is None):
+                # an interactive program waits for the terminal forever, stopped (SIGTTIN):
+                # it is in the background process group; stop it and say how to run it headless
+                last_terminal_check = now
+                why = child.terminal_stop()
+                if why is not None:
+                    terminal_stops += 1
+                    if why != "stopped" or terminal_stops >= 2:  # ("stopped": seen twice, not a blip)
+                        self.terminal_stop = why
+                        child.terminate(NEEDS_TERMINAL)
+                        kill_at = now + min(o.grace_secs, 2.0)
+                else:
+                    terminal_stops = 0
             if kill_at is not None and now >= kill_at and child.poll() is None and not child.killed:
                 child.kill()
             if stats.changed or chunk == b"":
@@ -466,7 +488,7 @@ class Launcher:
                 process_lines(splitter.feed(chunk))
             else:
                 stdout_tail.add(chunk)  # type: ignore[union-attr]
-                if passthrough_fd is not None and not _write_all(passthrough_fd, chunk):
+                if passthrough_fd is not None and not progress.passthrough(passthrough_fd, chunk):
                     passthrough_fd = None
         if parses:
             last = splitter.finish()
@@ -531,7 +553,11 @@ class Launcher:
         if err_tail.total_bytes:
             fields["stderr_tail"] = self._blob(capture, STDERR_TAIL_BLOB, err_tail)
         # outcome and exit code
-        if stop_reason is not None:
+        hint = None
+        if stop_reason == NEEDS_TERMINAL:
+            outcome = "failed"  # it could never have run headless: an error, not a cancellation
+            adapter.error_message, hint = self._needs_terminal()
+        elif stop_reason is not None:
             outcome = "interrupted"
         elif rc is not None and rc < 0 and -rc in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             outcome = "interrupted"
@@ -546,6 +572,8 @@ class Launcher:
             exit_code = 128 + int(getattr(signal.Signals, sig_name, signal.SIGINT))
         elif stop_reason == "max_cost":
             exit_code = EXIT_MAX_COST
+        elif stop_reason == NEEDS_TERMINAL:
+            exit_code = EXIT_NEEDS_TERMINAL
         else:
             exit_code = exit_code_for(rc)
         if exit_code == 0 and adapter.skill_invoked is False and self.o.fail_on_skill:
@@ -596,9 +624,25 @@ class Launcher:
             cost_note=cost_note, final_answer=adapter.final_answer, provider_session_id=adapter.session_id,
             api_retries=adapter.stats.api_retries, skill_invoked=adapter.skill_invoked,
             final_streams=adapter.final_streams(), streams=len(adapter.books), raw_stream=fields.get("raw_stream"),
-            error=red.text(error) if error else None,
+            error=red.text(error) if error else None, hint=hint,
             extra={"max_cost": max_cost_hit} if max_cost_hit else {}, verdict=verdict,
         )
+
+    def _needs_terminal(self) -> tuple[str, str]:
+        """(error, hint) for a child stopped for touching the terminal."""
+        how = {"SIGTTIN": "it read from the terminal", "SIGTTOU": "it set the terminal's mode"}.get(
+            self.terminal_stop or "", "it was stopped")
+        name = os.path.basename(self.argv[0])
+        error = f"{name} waits for a terminal ({how}); ledger runs commands headless"
+        if self.harness == "claude":
+            hint = 'the agent waits for a terminal: run it headless, e.g. `ledger run -- claude -p "..." ' \
+                   '--output-format stream-json --verbose`'
+        elif self.harness in ("codex", "gemini"):
+            example = "codex exec --json" if self.harness == "codex" else 'gemini -p "..." --output-format stream-json'
+            hint = f"the agent waits for a terminal: run it headless, e.g. `ledger run -- {example} ...`"
+        else:
+            hint = "give the command its input (e.g. `ledger run -- CMD ... < FILE`) or its non-interactive mode"
+        return self.redactor.text(error), hint
 
     def _blob(self, capture: Any, rel: str, tail: TailBuffer) -> dict[str, Any] | None:
         from ledger.records.writer import write_blob
