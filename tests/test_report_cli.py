@@ -283,11 +283,13 @@ def test_json_and_csv_fields_are_stable(home, db_url):
 
 
 def test_unknown_token_sums_stay_null(home, db_url):
-    make(home, "2026-03-08T10:00:00Z", [], harness="command", model=None)  # no usage at all
+    # an agent run that reported no usage at all (a plain command is not applicable, not
+    # unknown: tests/test_report_commands.py)
+    make(home, "2026-03-08T10:00:00Z", [], harness="codex", model=None)
     make(home, "2026-03-08T11:00:00Z", [claude_stream()])
     doc, err = report_json("harness", "--db", db_url)
     rows = {r["key"]: r for r in doc["rows"]}
-    cmd = rows["command"]
+    cmd = rows["codex"]
     assert all(cmd[t] is None for t in TOKENS + ("total_tokens",))
     assert cmd["unmeasured_usage_runs"] == 1 and cmd["cost_basis"] == "unknown"
     assert rows["claude"]["reasoning_tokens"] is None  # nobody reported it

@@ -99,6 +99,10 @@ def test_unpriced_model_and_no_usage():
     rows = b.rows(_run(model="mystery"), [_stream("s", "mystery", False, None, input_tokens=5, output_tokens=1)], {})
     assert rows[0]["cost_auto"] is None and rows[0]["basis_auto"] is None
     assert rows[0]["unpriced"] == "no price for model 'mystery'" and rows[0]["run_cost_auto"] is None
-    empty = b.rows(_run(harness="command", outcome="failed"), [], {})
+    empty = b.rows(_run(harness="claude", outcome="failed"), [], {})
     assert len(empty) == 1 and empty[0]["no_usage"] == 1 and empty[0]["failed"] == 1
-    assert empty[0]["input_tokens"] is None and empty[0]["run_cost_auto"] is None
+    assert empty[0]["input_tokens"] is None and empty[0]["run_cost_auto"] is None and empty[0]["piece"] == 1
+    # a plain command can never report usage: not an unmeasured run, no cost piece (issue 12)
+    cmd = b.rows(_run(harness="command", outcome="failed"), [], {})
+    assert len(cmd) == 1 and cmd[0]["no_usage"] == 0 and cmd[0]["piece"] == 0 and cmd[0]["failed"] == 1
+    assert cmd[0]["input_tokens"] is None and cmd[0]["run_cost_auto"] is None

@@ -164,6 +164,9 @@ class Agg:
             self.add_model(m, vals)
 
 
+NOT_APPLICABLE = "not_applicable"  # the basis of a group of plain commands only
+
+
 def _cost_fields(runs: int, cost: float | None, known: int, bmin: int | None, bmax: int | None,
                  part: float | None = None) -> dict[str, Any]:
     """cost_usd / cost_basis / cost_usd_known / unmeasured_cost_runs of a group: the known
@@ -196,6 +199,8 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
     # costs are known or not per piece: a run record is one, an imported session one per slot
     # it spent in (a day holding only its later part has pieces but no run)
     d.update(_cost_fields(v[PIECES] or 0, v[COST], v[COST_N] or 0, v[BMIN], v[BMAX], v[PART]))
+    if runs and not v[PIECES]:  # only plain commands: no cost can exist (docs/report.md)
+        d["cost_basis"] = NOT_APPLICABLE
     d.update({"failed": v[FAILED] or 0, "interrupted": v[INTR] or 0, "abandoned": v[ABAND] or 0,
               "unverified": v[UNVER] or 0, "evidence_gaps": v[GAPS] or 0})
     if q.evaluation:
@@ -725,7 +730,8 @@ def _pricing(conn: Any, q: ReportQuery, conds: list[Any], totals: dict[str, Any]
         if totals["unmeasured_usage_runs"]:
             unknown.append({"model": None, "reason": "no usage reported", "runs": totals["unmeasured_usage_runs"]})
     else:
-        n = conn.execute(sa.select(sa.func.count(sa.distinct(f.run_id))).where(cost.is_(None), *conds)).scalar_one()
+        n = conn.execute(sa.select(sa.func.count(sa.distinct(f.run_id))).where(
+            cost.is_(None), sa.func.coalesce(f.harness, "") != "command", *conds)).scalar_one()
         if n:
             unknown.append({"model": None, "reason": "no provider-reported cost (for all or part of the usage)",
                             "runs": int(n)})

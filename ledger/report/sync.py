@@ -89,6 +89,11 @@ def _default_estimator() -> Estimator:
     return estimate_cost
 
 
+COMMAND_HARNESS = "command"
+# bumped when the facts' rules change (2: plain commands have no cost piece): a full rebuild
+FACT_RULES = "2"
+
+
 def _price_version() -> str:
     from ledger.pricing import price_data_version
 
@@ -139,6 +144,9 @@ class FactBuilder:
         for st in streams:
             by_model.setdefault((created_slot if st.slot is None else st.slot, st.model or ""), []).append(st)
         outcome = run_outcome(run.outcome, bool(run.settled), run.state)
+        # a plain command can never report usage: its cost is not applicable, not unknown (no
+        # cost piece, not an unmeasured run; docs/report.md)
+        never_usage = not by_model and run.harness == COMMAND_HARNESS
         per_model: list[dict[str, Any]] = []
         if not by_model:
             per_model.append({"slot": created_slot, "model_key": "", "model": None, **{c: None for c in TOKEN_COLUMNS},
@@ -198,7 +206,7 @@ class FactBuilder:
         run_level = {
             "failed": int(outcome == "failed"), "interrupted": int(outcome == "interrupted"),
             "abandoned": int(outcome == "abandoned"), "unverified": int((run.evidence_gaps or 0) > 0),
-            "evidence_gaps": run.evidence_gaps or 0, "no_usage": int(not streams),
+            "evidence_gaps": run.evidence_gaps or 0, "no_usage": int(not streams and not never_usage),
             "duration_ms": run.duration_ms,
             **_run_costs(per_model),
             "run_basis_auto": combine_codes(m["basis_auto"] for m in per_model),
@@ -223,7 +231,7 @@ class FactBuilder:
                 # a later slot's row is dated at its slot's start (the buckets of zones whose
                 # offset is not a multiple of 15 minutes use it); the first row at the creation
                 at = created_s if slot == created_slot else slot * SLOT_SECONDS
-                out.append({**common, **m, "created_s": at, "first": 1 if first else 0, "piece": 1 if j == 0 else 0,
+                out.append({**common, **m, "created_s": at, "first": 1 if first else 0, "piece": 1 if j == 0 and not never_usage else 0,
                             **({**run_level, **piece, **_run_flags(run_level)} if first else piece if j == 0 else zero)})
         return out
 
@@ -526,7 +534,8 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
     new_mark = high.isoformat() if high is not None else mark
     fact_runs = state.get("fact_runs")
     touched: set[int] = set()
-    if full or state.get("price_version") != pv or mark is None or fact_runs is None:
+    if (full or state.get("price_version") != pv or mark is None or fact_runs is None
+            or state.get("fact_rules") != FACT_RULES):
         stats.full = True
         _full(conn, builder, notify)
     else:
@@ -545,7 +554,7 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         refresh_rollups(conn, None)
     elif touched:
         refresh_rollups(conn, touched)
-    new_state = {"synced_indexed_at": new_mark, "price_version": pv, "fact_runs": fact_runs}
+    new_state = {"synced_indexed_at": new_mark, "price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES}
     if {k: state.get(k) for k in new_state} != new_state:
         _set_state(conn, new_state)
     stats.seconds = time.perf_counter() - t0
