@@ -391,6 +391,27 @@ def test_overflow_gaps_add_to_the_gaps_already_counted():
     assert (totals.input_tokens, totals.output_tokens, totals.gaps) == (None, None, 4)
 
 
+def test_small_record_files_that_are_not_regular_or_exactly_at_the_limit(tmp_path):
+    # An empty FIFO read (O_NONBLOCK, no writer) is b"" and must still be refused, naming
+    # why; a file of exactly 64 MiB is still read (the limit is "bigger than").
+    fifo = tmp_path / "receipt.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as exc:
+        fold.read_regular(str(fifo))
+    assert type(exc.value) is OSError
+    assert (exc.value.errno, exc.value.strerror, exc.value.filename) == (
+        errno.EINVAL, "not a regular file", str(fifo))
+    path = tmp_path / "manifest.json"
+    with open(path, "wb") as f:
+        f.truncate(64 << 20)  # sparse
+    assert len(fold.read_regular(str(path))) == 64 << 20
+
+
+def test_a_run_without_an_answer_has_unknown_exactness():
+    state = fold_all([{"schema_version": 1, "seq": 1, "type": "text"}])
+    assert (state["answer"], state["answer_exact"]) == (None, None)
+
+
 # --- report/buckets.py -------------------------------------------------------------------
 
 
