@@ -90,7 +90,9 @@ def runs(home):
     make(home, "2026-03-09T12:00:00Z",
          [{"provider": "openai", "model": "gpt-5", "counters": {"input_tokens": 1000, "output_tokens": 200}}],
          harness="codex", model="gpt-5", skill="review")
-    make(home, "2026-03-10T12:00:00Z", [], harness="command", model=None)
+    # an agent run that reported no usage: its cost is unknown (a plain command's would be
+    # not applicable since issue 12, which is no test of "never a silent 0")
+    make(home, "2026-03-10T12:00:00Z", [], harness="codex", model="gpt-5")
     return home
 
 

@@ -231,12 +231,14 @@ _APP = r"""
   }
   // a group's cost as the report states it: exact, a lower bound, or unknown (never $0)
   function cost(d) {
+    if (d.cost_basis === "not_applicable") return "n/a";  // plain commands: no cost can exist
     if (d.cost_usd !== null && d.cost_usd !== undefined) return usd(d.cost_usd);
     if (d.cost_usd_known !== null && d.cost_usd_known !== undefined) return "\u2265" + usd(d.cost_usd_known);
     return "unknown";
   }
   function costLine(d) {
     if (d.cost_basis === "unknown") return "cost: unknown";
+    if (d.cost_basis === "not_applicable") return "cost: n/a (plain commands)";
     let s = "cost: " + cost(d) + " (" + d.cost_basis;
     if (d.unmeasured_cost_runs) s += ": " + int(d.unmeasured_cost_runs) + " of " + int(d.runs) + " unknown";
     return s + ")";
