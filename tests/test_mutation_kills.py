@@ -321,8 +321,15 @@ def test_fold_file_hands_back_the_first_chunk_read(tmp_path, monkeypatch, chunk)
     (b'{"schema_version": 1\n"seq": 1\n"type": "text"}\n', 1),
     (_line(1, 5)[:-1] + b",\n" + _line(2, 9), 1),
     (_line(1, 5) + _line(2, 9)[:-1] + b",\n" + _line(3, 14), 2),
+    # Two malformed lines whose element count still equals the line count once joined: one
+    # line holds an object and a half, the next the rest (the old fast path folded these).
+    (_line(1, 5)[:-1] + b',{"schema_version": 1, "seq": 2, "type": "text", "x": [1\n'
+     b'2]}\n', 1),
+    (b'{"schema_version": 1, "seq": 1, "type": "text", "a": "}\n'
+     b'{"}\n' + _line(2, 9)[:-1] + b"," + _line(3, 14), 1),
 ], ids=["two-objects-on-a-line", "object-over-2-lines", "object-over-3-lines",
-        "trailing-comma-first", "trailing-comma-second"])
+        "trailing-comma-first", "trailing-comma-second", "object-and-a-half-then-rest",
+        "string-over-2-lines-with-a-doubled-line"])
 def test_each_line_must_be_exactly_one_object(tmp_path, data, line_no):
     # Lines that only parse when joined with commas (an object split where a comma would
     # go, a line ending in a comma) or a line holding two objects are malformed: the error
