@@ -19,7 +19,7 @@ def resolve_home(home: str | os.PathLike[str] | None = None, env: os._Environ[st
 
 # what a ledger home holds; an existing directory with none of these (and not empty) is
 # somebody else's (a project, a mistyped path), and ledger writes nothing into it
-HOME_MARKERS = frozenset({"runs", "sessions", "sources", "index.sqlite"})
+HOME_MARKERS = frozenset({"runs", "sessions", "sources", "index.sqlite", "home-id.json"})
 HOME_HINT = ("record a run with `ledger run -- CMD` (it creates the home), or point --home / LEDGER_HOME "
              "at an existing ledger home")
 
@@ -56,3 +56,95 @@ def check_home(home: str | os.PathLike[str]) -> None:
         raise LedgerError(f"no ledger home at {home}", hint=HOME_HINT)
     if why is not None:
         raise LedgerError(f"the ledger home {home} is {why}", hint=HOME_HINT)
+
+
+# --------------------------------------------------------------------------------------
+# identity (issue 11): a home is known to a shared index by an id written once into it,
+# never by its path (two machines share paths; one home is reached by many paths)
+
+HOME_ID_FILE = "home-id.json"
+
+
+def read_home_uid(home: str | os.PathLike[str]) -> str | None:
+    """The home's id from `home-id.json`, or None when it has none yet. A file that is not
+    ledger's (a symlink, not JSON, no id) raises LedgerError: ledger never replaces it."""
+    import json
+    import uuid
+
+    from ledger.errors import LedgerError
+
+    path = os.path.join(home, HOME_ID_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LedgerError(f"cannot read the home's id {path}: {exc.strerror}",
+                          hint="it must be a regular file written by ledger; move it aside and run `ledger index`") from None
+    try:
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    try:
+        uid = str(uuid.UUID(json.loads(data)["home_id"]))
+    except (ValueError, KeyError, TypeError):
+        raise LedgerError(f"the home's id file {path} is damaged",
+                          hint="move it aside and run `ledger index` (the home gets a new id; "
+                               "`ledger homes forget` removes the old one from a shared index)") from None
+    return uid
+
+
+def ensure_home_uid(home: str | os.PathLike[str]) -> str | None:
+    """The home's id, written once (`home-id.json`, linked into place so two processes agree
+    on the first one written). None when the home cannot be written (a read-only or another
+    user's home): its caller falls back to an id derived from the path."""
+    import json
+    import socket
+    import uuid
+
+    uid = read_home_uid(home)
+    if uid is not None:
+        return uid
+    final = os.path.join(home, HOME_ID_FILE)
+    tmp = os.path.join(home, f".{HOME_ID_FILE}.{os.getpid()}.tmp")
+    data = json.dumps({"schema_version": 1, "home_id": str(uuid.uuid4()), "created_on": socket.gethostname()},
+                      indent=2).encode() + b"\n"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError:
+        return None
+    try:
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, final)  # fails if another process wrote one first: theirs wins
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    return read_home_uid(home)
+
+
+def machine_id() -> str:
+    """This machine, for telling apart homes at the same path on two machines:
+    $LEDGER_MACHINE_ID, else a hash of /etc/machine-id and the host name."""
+    import hashlib
+    import socket
+
+    env = os.environ.get("LEDGER_MACHINE_ID")
+    if env:
+        return env
+    try:
+        with open("/etc/machine-id", "rb") as f:
+            mid = f.read(256).strip()
+    except OSError:
+        mid = b""
+    return hashlib.sha256(mid + b"\0" + socket.gethostname().encode()).hexdigest()[:16]
