@@ -247,11 +247,9 @@ def test_gemini_canary_secret_is_in_no_file_of_the_home(home, tmp_path):
     assert read_run(doc["path"]).final_answer == "Your key is [REDACTED] and the token [REDACTED]."
 
 
-@pytest.mark.xfail(strict=True, reason="known leak (issue 16): a secret split across streamed "
-                   "`delta` messages is redacted per line in the raw stream copy, so its pieces stay")
 def test_gemini_canary_split_across_deltas_is_in_no_file_of_the_home(home, tmp_path):
     doc = _canary_run(home, tmp_path, chunks=3)
-    # the joined answer (events, final answer) is redacted; the raw stream's pieces are not
+    # the joined answer (events, final answer) is redacted, and so is each raw delta line's piece
     assert read_run(doc["path"]).final_answer == "Your key is [REDACTED] and the token [REDACTED]."
     _assert_no_canary(home, doc)
 

@@ -15,6 +15,12 @@ tool summaries, the prompt in the manifest, and the stderr / stdout tails. In or
    password, cookie, secret, ...), in plain JSON and in JSON embedded in a JSON string, and
    `NAME=value` assignments whose upper-case name looks secret.
 
+The raw stream copy (`Redactor.stream`) gets one more pass before these, line by line: a
+literal secret that a client streamed in pieces across consecutive text-delta lines (Gemini
+`message` lines with `"delta":true`; Claude Code `stream_event` `content_block_delta` lines with
+`--include-partial-messages`) is found in the joined text and each line's piece of it masked
+(`DeltaWindow`). Codex's `--json` items carry whole texts and need no such pass.
+
 The environment itself is never persisted by ledger.
 """
 
@@ -22,7 +28,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Mapping
+from collections import deque
+from json.decoder import scanstring
+from typing import Any, Iterable, Mapping, Sequence
+
+import orjson
 
 MASK = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -166,6 +176,7 @@ class Redactor:
                 forms.add(ascii_escaped)
         self.secret_count = len(forms)
         ordered = sorted(forms, key=lambda v: (-len(v), v))
+        self._forms = tuple(ordered)
         self._literal = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
     @classmethod
@@ -206,6 +217,22 @@ class Redactor:
             return data
         return self.text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
+    def stream(self, data: bytes) -> bytes:
+        """Redact a raw JSONL stream copy: `bytes`, after masking the pieces of secrets split
+        across streamed delta lines (lines that take no part stay byte for byte)."""
+        if self._forms and b"delta" in data:
+            window = DeltaWindow(self._forms)
+            out: list[bytes] = []
+            for line in data.split(b"\n"):
+                if window.idle and b"delta" not in line:  # the common line: nothing held, no delta
+                    out.append(line)
+                else:
+                    out.extend(window.feed(line))
+            out.extend(window.finish())
+            if window.rewritten:
+                data = b"\n".join(out)
+        return self.bytes(data)
+
     def value(self, obj: Any) -> Any:
         """Redact a JSON-like value: strings via `text`, sensitive keys' strings masked."""
         if isinstance(obj, str):
@@ -221,3 +248,214 @@ class Redactor:
         if isinstance(obj, (list, tuple)):
             return [self.value(v) for v in obj]
         return obj
+
+
+# -- secrets split across streamed delta lines -------------------------------------------------
+
+_DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _plain(v: Any) -> Any:
+    return v if v is None or isinstance(v, (str, int)) else repr(v)
+
+
+def delta_text(line: bytes) -> tuple[tuple[Any, ...], tuple[str, ...], str] | None:
+    """(channel, path to the text, text) of a streamed text-delta line, else None. Consecutive
+    delta lines of one channel are pieces of one text."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    kind = obj.get("type")
+    if kind == "message" and obj.get("delta") is True:  # Gemini CLI
+        text = obj.get("content")
+        if isinstance(text, str):
+            return ("gemini", _plain(obj.get("role"))), ("content",), text
+    elif kind == "stream_event":  # Claude Code --include-partial-messages
+        ev = obj.get("event")
+        if isinstance(ev, dict) and ev.get("type") == "content_block_delta" and isinstance(ev.get("delta"), dict):
+            dtype = ev["delta"].get("type")
+            field = _DELTA_FIELDS.get(dtype) if isinstance(dtype, str) else None
+            text = ev["delta"].get(field) if field else None
+            if isinstance(text, str):
+                return (("claude", _plain(obj.get("parent_tool_use_id")), _plain(ev.get("index")), dtype),
+                        ("event", "delta", field), text)
+    return None
+
+
+def _string_span(s: str, path: Sequence[str]) -> tuple[int, int] | None:
+    """Where, in the JSON object text `s`, the string literal at `path` (keys) is, quotes
+    included; the last of duplicate keys, as the parsers read it. None if it is not there."""
+    try:
+        pos = _WS.match(s).end()
+        found: tuple[int, int] | None = None
+        for key in path:
+            if s[pos] != "{":
+                return None
+            pos = _WS.match(s, pos + 1).end()
+            found = None
+            while s[pos] != "}":
+                if s[pos] != '"':
+                    return None
+                k, pos = scanstring(s, pos + 1)
+                pos = _WS.match(s, pos).end()
+                if s[pos] != ":":
+                    return None
+                start = pos = _WS.match(s, pos + 1).end()
+                _, pos = _DECODER.raw_decode(s, pos)
+                if k == key:
+                    found = (start, pos)
+                pos = _WS.match(s, pos).end()
+                if s[pos] == ",":
+                    pos = _WS.match(s, pos + 1).end()
+                elif s[pos] != "}":
+                    return None
+            if found is None:
+                return None
+            pos = found[0]
+        return found if found is not None and s[found[0]] == '"' else None
+    except (ValueError, IndexError):
+        return None
+
+
+def _set_text(line: bytes, path: Sequence[str], old: str, new: str) -> bytes:
+    """`line` with the string at `path` (now `old`) replaced by `new`; every other byte kept."""
+    s = line.decode("utf-8")
+    span = _string_span(s, path)
+    if span is not None and scanstring(s, span[0] + 1)[0] == old:
+        return (s[:span[0]] + json.dumps(new, ensure_ascii=False) + s[span[1]:]).encode("utf-8")
+    obj = orjson.loads(line)  # not found where expected (e.g. nesting too deep to walk): write it anew
+    inner = obj
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = new
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class _Held:
+    __slots__ = ("line", "path", "text", "start")
+
+    def __init__(self, line: bytes, path: tuple[str, ...], text: str, start: int) -> None:
+        self.line, self.path, self.text, self.start = line, path, text, start
+
+
+class DeltaWindow:
+    """Mask the pieces of literal secrets split across consecutive delta lines of a stream.
+
+    Feed lines in order; each call returns the lines that can be written now. Offsets count
+    characters of the joined delta text of the current chain (consecutive delta lines of one
+    channel; any other line ends it). A line is held back while the joined text ends in a
+    proper prefix of a secret that reaches into it (the next piece could complete the secret),
+    so at most about as many lines as the longest secret has characters are held; lines that
+    take part in no split occurrence come out as they went in. A partial match that never
+    completes (the chain ends, the stream ends) is not a secret and is left as it is. Only an
+    absurd run of empty deltas inside a partial match (more than `max_held` lines) forces lines
+    out early; their part of the partial match is masked then, as if it completed.
+    """
+
+    def __init__(self, forms: Sequence[str], max_held: int | None = None) -> None:
+        forms = [f for f in forms if f]
+        self._forms = tuple(forms)
+        alt = "|".join(map(re.escape, sorted(forms, key=lambda f: (-len(f), f))))
+        # every start position, longest form first there (overlapping occurrences are all found)
+        self._find = re.compile("(?=(" + alt + "))") if forms else None
+        self._maxlen = max(map(len, forms), default=0)
+        self.max_held = max_held if max_held is not None else self._maxlen + 16
+        self.rewritten = 0  # lines written with a piece masked
+        self._held: deque[_Held] = deque()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._channel: tuple[Any, ...] | None = None
+        self._text = ""  # joined text of the chain from offset _base to _end
+        self._base = self._end = 0
+        self._partial = 0  # length of the longest suffix of the text that is a proper prefix of a secret
+        self._spans: list[tuple[int, int]] = []  # occurrences across a line boundary, [start, end)
+
+    @property
+    def idle(self) -> bool:
+        return self._channel is None
+
+    def feed(self, line: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        found = delta_text(line) if self._find is not None and b"delta" in line else None
+        if found is None:
+            self._flush(out)
+            out.append(line)
+            return out
+        channel, path, text = found
+        if channel != self._channel:
+            self._flush(out)
+            self._channel = channel
+        start = self._end
+        reach = start - self._partial  # an occurrence crossing into this line starts here or later
+        self._held.append(_Held(line, path, text, start))
+        self._text += text
+        self._end += len(text)
+        if self._partial and text:
+            for m in self._find.finditer(self._text, reach - self._base):  # type: ignore[union-attr]
+                s = self._base + m.start()
+                e = s + len(m.group(1))
+                if s >= start:
+                    break
+                if e > start:
+                    self._spans.append((s, e))
+        self._partial = self._suffix_prefix()
+        safe = self._end - self._partial
+        held = self._held
+        while held and held[0].start + len(held[0].text) <= safe:
+            out.append(self._release(held.popleft()))
+        while len(held) > self.max_held:
+            out.append(self._release(held.popleft(), (safe, self._end)))
+        first = held[0].start if held else self._end
+        keep = min(first, safe)
+        if keep > self._base:
+            self._text = self._text[keep - self._base:]
+            self._base = keep
+        if self._spans:
+            self._spans = [sp for sp in self._spans if sp[1] > first]
+        return out
+
+    def finish(self) -> list[bytes]:
+        out: list[bytes] = []
+        self._flush(out)
+        return out
+
+    def _flush(self, out: list[bytes]) -> None:
+        while self._held:
+            out.append(self._release(self._held.popleft()))
+        self._reset()
+
+    def _suffix_prefix(self) -> int:
+        t = self._text
+        n = len(t)
+        best = 0
+        for f in self._forms:
+            c = f[0]
+            i = t.find(c, max(0, n - len(f) + 1))  # a proper prefix: shorter than the form
+            while i >= 0 and n - i > best:
+                if f.startswith(t[i:]):
+                    best = n - i
+                    break
+                i = t.find(c, i + 1)
+        return best
+
+    def _release(self, h: _Held, extra: tuple[int, int] | None = None) -> bytes:
+        a, b = h.start, h.start + len(h.text)
+        spans = self._spans + [extra] if extra else self._spans
+        cuts = sorted((max(s, a) - a, min(e, b) - a) for s, e in spans if s < b and e > a)
+        if not cuts:
+            return h.line
+        parts: list[str] = []
+        pos = 0
+        for lo, hi in cuts:
+            if lo > pos or not parts:  # a new masked stretch; overlapping ones merge
+                parts += (h.text[pos:lo], MASK)
+            pos = max(pos, hi)
+        parts.append(h.text[pos:])
+        self.rewritten += 1
+        return _set_text(h.line, h.path, h.text, "".join(parts))

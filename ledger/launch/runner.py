@@ -538,7 +538,7 @@ class Launcher:
             evidence = "unverifiable" if reasons else "verified"
             if raw is not None:
                 try:
-                    data = red.bytes(raw.data())
+                    data = red.stream(raw.data())
                     sha, size = write_blob(capture.path, STREAM_BLOB, data)
                     fields["raw_stream"] = {"path": STREAM_BLOB, "sha256": sha, "bytes": size, "redacted": True,
                                             **raw.describe()}
