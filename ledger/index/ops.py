@@ -86,15 +86,22 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     `stale_ok` (read commands): a home or index that cannot be written (another user's shared
     home) is answered from the index as it is, with a warning, instead of failing.
     """
-
-    from ledger.index.indexer import IndexSummary
-
     import time
 
     t0 = time.perf_counter()
     homes_abs = _usable_homes([os.path.abspath(os.fspath(h)) for h in homes], url, stale_ok, notify)
     for h in homes_abs:
         _refresh_archive(h, notify)
+    if not rebuild and not full:
+        # nothing changed (the usual case): said without loading the indexer (issue 10)
+        from ledger.index.fresh import unchanged
+
+        quick = unchanged(homes_abs, url)
+        if quick is not None:
+            quick.seconds = time.perf_counter() - t0
+            return quick
+    from ledger.index.indexer import IndexSummary
+
     summary: IndexSummary
     try:
         if dbmod.is_sqlite(url):

@@ -13,13 +13,27 @@ This package never imports SQLAlchemy. Public API::
     for item in scan(home): ...         # RunSnapshot or ScanProblem (damaged record)
 """
 
-from ledger.records.ids import mint_run_id, parse_run_id, resolve_selector, run_dir
-from ledger.records.model import Manifest, RunSnapshot, ScanProblem, Subject, UsageTotals
-from ledger.records.reader import read_manifest, read_run, scan
-from ledger.records.writer import (
-    EventWriter, Interrupted, RunCapture, UsageStream, publish_run, settle, write_blob,
-    write_provider_session,
-)
+# Loaded on first use (PEP 562): a reader that needs one module of the package (the index's
+# freshness check needs `model`) does not pay for the writer, the reader and the fold.
+_WHERE = {
+    "mint_run_id": "ids", "parse_run_id": "ids", "resolve_selector": "ids", "run_dir": "ids",
+    "Manifest": "model", "RunSnapshot": "model", "ScanProblem": "model", "Subject": "model", "UsageTotals": "model",
+    "read_manifest": "reader", "read_run": "reader", "scan": "reader",
+    "EventWriter": "writer", "Interrupted": "writer", "RunCapture": "writer", "UsageStream": "writer",
+    "publish_run": "writer", "settle": "writer", "write_blob": "writer", "write_provider_session": "writer",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ledger.records' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"ledger.records.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EventWriter", "Interrupted", "Manifest", "RunCapture", "RunSnapshot", "ScanProblem", "Subject",

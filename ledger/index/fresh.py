@@ -1,0 +1,347 @@
+"""Is the index already up to date? Answered before anything heavy is imported (issue 10).
+
+A read command (`runs`, `show`, `report`, `sql`) and a plain `ledger index` first bring the
+index up to date. When nothing changed, that pass writes nothing, but loading it (SQLAlchemy,
+the models, the indexer) costs several times what the pass itself does. `unchanged()` makes
+the same decisions as a no-change pass with the sqlite3 driver and `os.stat` alone:
+
+- the homes row of each home (its id, this machine, its resolved path: ledger.index.homes);
+- the shard directories against `index_shards` (a sealed, quiet, unchanged shard is not
+  opened), and in every other shard each record's directory, events.jsonl, manifest.json and
+  (settled) terminal.json against its cursor (ledger.index.scan: `RunScan`, `files_unchanged`);
+- the liveness of unsettled runs (a launcher gone since the last pass: running -> abandoned);
+- the shard state the pass would store (a shard to seal, a run count that moved);
+- each client's archive change marker and, when it moved, its files (ledger.index.logsource);
+- the schema revision (head, read without Alembic: ledger.index.db.inspect_sqlite).
+
+Anything that differs, or anything it is not sure of (another database than SQLite, an
+error, a racy signature), is `None`: the caller runs the normal pass, which does the work.
+So the check can only ever cost a pass, never answer stale. tests/test_fresh.py holds it to
+the real pass: whenever it says "unchanged", a real pass writes nothing and reports the same.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Sequence
+
+from ledger.index import db as dbmod
+from ledger.records.model import ScanProblem
+
+# The indexer's constants (ledger.index.indexer / scan / logsource import SQLAlchemy; the
+# test checks these agree with them)
+RACY_NS = 100_000_000
+SEAL_GRACE_NS = 10_000_000_000
+LINK_SIG = "link:"
+RUN_PREFIX = "run_"
+SYMLINK_REASON = "a symlink, not a directory: not followed"
+LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's order
+CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
+ARCHIVE_SKIP = (".state",)
+LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
+DAMAGED = "damaged"
+
+
+@dataclass
+class IndexSummary:
+    """ledger.index.indexer.IndexSummary, importable without SQLAlchemy (same fields, same
+    to_dict() and line(); the test compares them field by field)."""
+
+    db: str = ""
+    homes: list[str] = field(default_factory=list)
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    rewritten: int = 0
+    records_read: int = 0
+    skipped: list[ScanProblem] = field(default_factory=list)
+    rebuilt: bool = False
+    seconds: float = 0.0
+    absent: list[str] = field(default_factory=list)
+    copies: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "db": self.db, "homes": self.homes, "new": self.new, "updated": self.updated,
+            "unchanged": self.unchanged, "removed": self.removed, "rewritten": self.rewritten,
+            "records_read": self.records_read,
+            "skipped": [p.to_dict() for p in self.skipped], "rebuilt": self.rebuilt,
+            "seconds": round(self.seconds, 3), "absent": self.absent, "copies": self.copies,
+        }
+
+    def line(self) -> str:
+        skipped = f"{len(self.skipped)} skipped (damaged)" if self.skipped else "0 skipped"
+        extra = f", {self.removed} removed" if self.removed else ""
+        extra += f", {self.rewritten} rewritten" if self.rewritten else ""
+        extra += f", {self.copies} copies of runs counted from another home" if self.copies else ""
+        extra += f", {len(self.absent)} home(s) not here (kept)" if self.absent else ""
+        return (f"indexed: {self.new} new, {self.updated} updated, {self.unchanged} unchanged, "
+                f"{skipped}{extra} in {self.seconds:.2f}s"
+                + (" (rebuilt)" if self.rebuilt else ""))
+
+
+class _Changed(Exception):
+    """Something a pass would write (or that this check does not judge)."""
+
+
+class _Cursor(NamedTuple):
+    status: str
+    settled: int
+    racy: int
+    dir_sig: str | None
+    events_sig: str | None
+    problem_path: str | None
+    problem: str | None
+    files_sig: str | None
+
+
+def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
+    """The summary of a pass over `homes` that would find nothing to do, or None (run the pass).
+
+    Only the SQLite index of a home (its `index.sqlite` or a named file) is judged; the caller
+    has checked the homes (ledger.home) and brought imported logs up to date first."""
+    if not homes or not dbmod.is_sqlite(url):
+        return None
+    try:
+        path = dbmod.sqlite_path(url)
+        if not os.path.isfile(path):
+            return None
+        # (the shared file lock: the index is never swapped underneath this read)
+        with dbmod.flock(dbmod.file_lock(path), exclusive=False):
+            if dbmod.inspect_sqlite(path).kind != "ok":  # missing, damaged, or not at head
+                return None
+            con = sqlite3.connect(dbmod._ro_uri(path), uri=True, timeout=dbmod.BUSY_TIMEOUT_MS / 1000,
+                                  isolation_level=None)
+            try:
+                con.execute("BEGIN")  # one snapshot for every query
+                start_ns = time.time_ns()
+                summary = IndexSummary(db=dbmod.redact_url(url))
+                for home in homes:
+                    home = os.path.abspath(os.fspath(home))
+                    _home(con, home, summary, start_ns - RACY_NS, start_ns - SEAL_GRACE_NS)
+                    summary.homes.append(home)
+                return summary
+            finally:
+                con.close()
+    except (_Changed, sqlite3.Error, OSError, ValueError):
+        return None
+    except Exception as exc:  # noqa: BLE001 - e.g. a damaged home-id.json: the pass says what
+        from ledger.errors import LedgerError
+
+        if isinstance(exc, LedgerError):
+            return None
+        raise
+
+
+def _home_id(con: sqlite3.Connection, home: str) -> int:
+    """The homes row the pass would use without writing (ledger.index.homes.locate + find): the
+    home's own id, this machine, its resolved path. A home without an id yet, or a row to adopt
+    or register, is a write."""
+    from ledger.home import machine_id, read_home_uid
+
+    real = os.path.realpath(home)
+    uid = read_home_uid(real)
+    if uid is None:
+        raise _Changed
+    row = con.execute("SELECT home_id FROM homes WHERE uid = ? AND machine = ? AND path = ?",
+                      (uid, machine_id(), real)).fetchone()
+    if row is None:
+        raise _Changed
+    return row[0]
+
+
+def _subdirs(path: str) -> list[tuple[str, str, bool]]:
+    """ledger.index.scan.subdirs: (name, path, is_symlink), `.`-names skipped, sorted."""
+    try:
+        with os.scandir(path) as it:
+            out = [(e.name, e.path, e.is_symlink()) for e in it
+                   if e.name[0] != "." and (e.is_dir(follow_symlinks=False) or e.is_symlink())]
+    except OSError:
+        return []
+    out.sort()
+    return out
+
+
+def _files_unchanged(path: str, cur: _Cursor) -> bool:
+    """ledger.index.scan.files_unchanged of a plain pass: manifest.json and, settled,
+    terminal.json as the cursor saw them."""
+    fs = cur.files_sig
+    if fs is None:
+        return True
+    try:
+        st = os.lstat(path + "/manifest.json")
+        if not fs.startswith(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|"):
+            return False
+        if cur.settled:
+            st = os.lstat(path + "/terminal.json")
+            if f"|{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|" not in fs:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int, seal_before: int) -> None:
+    """One home as ledger.index.scan.RunScan and logsource.LogPass see it; raises _Changed."""
+    from ledger.home import home_problem
+
+    if home_problem(home) is not None:  # (absent or not a home: the pass says so)
+        raise _Changed
+    h = _home_id(con, home)
+    rows = {r[0]: (r[1], bool(r[2]), r[3]) for r in con.execute(
+        "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = ?", (h,))}
+    open_: list[tuple[str, str, str, bool]] = []
+    sealed_skipped: list[str] = []
+    for shard, spath, link in _subdirs(os.path.join(home, "runs")):
+        if link:
+            s.skipped.append(ScanProblem(spath, SYMLINK_REASON))
+            continue
+        try:
+            st = os.stat(spath)
+        except OSError:
+            continue
+        sig = f"{st.st_mtime_ns}:{st.st_ino}"
+        racy = st.st_mtime_ns >= racy_before
+        row = rows.get(shard)
+        if row is None:  # a new shard: a row to write (and its runs to read)
+            raise _Changed
+        if row[1] and row[0] == sig and not racy:
+            sealed_skipped.append(shard)
+            s.unchanged += row[2]
+        else:
+            open_.append((shard, spath, sig, racy))
+    if len(open_) + len(sealed_skipped) != len(rows):  # a shard gone: its runs to delete
+        raise _Changed
+    if sealed_skipped:
+        skipped_set = set(sealed_skipped)
+        s.skipped.extend(ScanProblem(pp, pr) for sd, pp, pr in con.execute(
+            "SELECT shard, problem_path, problem FROM index_cursors WHERE home_id = ? AND status = ? "
+            "ORDER BY run_id", (h, DAMAGED)) if sd in skipped_set)
+    if open_:
+        _open_shards(con, h, open_, rows, s, racy_before, seal_before)
+    for client in LOG_CLIENTS:
+        _log_source(con, h, home, client)
+
+
+def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, str, bool]],
+                 rows: dict[str, tuple[str, bool, int]], s: IndexSummary, racy_before: int,
+                 seal_before: int) -> None:
+    from ledger.records.liveness import liveness
+
+    unsettled = {r[0]: r[1:] for r in con.execute(
+        "SELECT run_id, host, boot_id, launcher_pid, launcher_start_ticks, state FROM runs "
+        "WHERE home_id = ? AND settled = 0", (h,))}
+    marks = ",".join("?" * len(open_))
+    by_shard: dict[str, dict[str, _Cursor]] = {}
+    for r in con.execute(
+            "SELECT shard, run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig "
+            f"FROM index_cursors WHERE home_id = ? AND shard IN ({marks})", (h, *(o[0] for o in open_))):
+        by_shard.setdefault(r[0], {})[r[1]] = _Cursor(*r[2:])
+    stat, lstat = os.stat, os.lstat
+    for shard, spath, ssig, sracy in open_:
+        cursors = by_shard.get(shard, {})
+        sealed = not sracy
+        n = 0
+        for name, path, link in _subdirs(spath):
+            if not name.startswith(RUN_PREFIX):
+                continue
+            try:
+                dst = lstat(path) if link else stat(path)
+            except OSError:
+                continue
+            n += 1
+            dsig = f"{LINK_SIG}{dst.st_mtime_ns}:{dst.st_ino}" if link else f"{dst.st_mtime_ns}:{dst.st_ino}"
+            esig, emtime = None, 0
+            if not link:
+                try:
+                    est = stat(path + "/events.jsonl")
+                    esig, emtime = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}", est.st_mtime_ns
+                except OSError:
+                    pass
+            racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
+            quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
+            cur = cursors.get(name)
+            if (cur is None or cur.racy or cur.dir_sig != dsig or cur.events_sig != esig
+                    or not (cur.status == DAMAGED or _files_unchanged(path, cur))):
+                raise _Changed  # new, changed, or racy: a record to read
+            if cur.settled:
+                s.unchanged += 1
+                sealed = sealed and quiet
+            elif cur.status == DAMAGED:
+                s.skipped.append(ScanProblem(cur.problem_path, cur.problem))
+                s.unchanged += 1
+                sealed = sealed and quiet
+            else:
+                sealed = False
+                u = unsettled.get(name)
+                if u is not None:
+                    pid, ticks = u[2], u[3]
+                    if liveness(u[0] or "", u[1], None if pid is None else {"pid": pid, "start_ticks": ticks}) != u[4]:
+                        raise _Changed  # its launcher is gone: running -> abandoned
+                if racy:
+                    raise _Changed
+                s.unchanged += 1
+        if n != len(cursors):  # a run gone (every run seen has a cursor): a deletion
+            raise _Changed
+        if rows[shard] != (ssig, sealed, n):  # a shard to seal, or its signature to store
+            raise _Changed
+
+
+def _marker(root: str) -> str | None:
+    try:
+        st = os.stat(os.path.join(root, CHANGED_FILE))
+    except OSError:
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
+def _archive_files(root: str) -> dict[str, list[int]]:
+    """ledger.index.logsource.archive_files: {path below root: [size, inode]}."""
+    out: dict[str, list[int]] = {}
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
+        except OSError:
+            continue
+        for e in entries:
+            r = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if not rel and e.name in ARCHIVE_SKIP:
+                        continue
+                    stack.append(r)
+                elif e.is_file(follow_symlinks=False) and e.name.endswith(LOG_SUFFIXES):
+                    st = e.stat(follow_symlinks=False)
+                    out[r] = [st.st_size, st.st_ino]
+            except OSError:
+                continue
+    return out
+
+
+def _log_source(con: sqlite3.Connection, h: int, home: str, client: str) -> None:
+    """ledger.index.logsource.LogPass.settle when no run record changed: unchanged while the
+    archive's change marker is the one the last pass stored (else its files are compared)."""
+    import json
+
+    root = os.path.join(home, "sources", client)
+    marker = _marker(root)
+    row = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
+                      (h, f"{client}-log")).fetchone()
+    cur = json.loads(row[0]) if row is not None else {"files": {}}
+    if marker is not None and cur.get("marker") == marker:
+        return
+    files = _archive_files(root) if os.path.isdir(root) else {}
+    if row is None:
+        if files:
+            raise _Changed
+        return
+    known = cur.get("files") or {}
+    if (any(known.get(rel) != v for rel, v in files.items()) or any(rel not in files for rel in known)
+            or marker != cur.get("marker")):
+        raise _Changed
