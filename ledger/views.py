@@ -64,8 +64,10 @@ def _index(home: Path, db: str | None, notify: Any) -> str:
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes
 
-    url = dbmod.resolve_url(home, db)
-    summary = index_homes([home], url, notify=notify, stale_ok=True)
+    from ledger.store import expand_homes, index_base
+
+    url = dbmod.resolve_url(index_base(home), db)  # (a record store: every home in it)
+    summary = index_homes(expand_homes([home]), url, notify=notify, stale_ok=True)
     for p in summary.skipped:
         notify(f"warning: skipped damaged record {p.path}: {p.reason}")
     return url
@@ -85,8 +87,10 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
     """`indexed_runs` with filters (ledger.records.selection.RunFilter); a Selection."""
     from ledger.index import ops, queries
     from ledger.records.selection import select
+    from ledger.store import expand_homes, single_home
 
-    url = _index(home, db, notify)
+    store, home = home, single_home(home, "runs")
+    url = _index(store, db, notify)
     # the database returns the default window's candidates; an earlier --since needs them all
     wide = all_ or (filters is not None and filters.since is not None)
 
@@ -99,17 +103,19 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
                 sel.runs = queries.snapshots_of(conn, hid, sel.runs)
             return sel
 
-    return ops.read_repairing([home], url, read, notify)
+    return ops.read_repairing(expand_homes([store]), url, read, notify)
 
 
 def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSnapshot:
     """`ledger show` through the index (the selector resolves by the records' prefix rules)."""
     from ledger.index import ops, queries
+    from ledger.store import expand_homes, single_home
 
-    url = _index(home, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg))
+    store, home = home, single_home(home, "show")
+    url = _index(store, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg))
 
     def read() -> RunSnapshot:
         with ops.reading(url) as conn:
             return queries.get_run(conn, ops.home_id(conn, home), selector)
 
-    return ops.read_repairing([home], url, read, notify)
+    return ops.read_repairing(expand_homes([store]), url, read, notify)

@@ -14,7 +14,7 @@ from ledger.cli import run_cmd, runs_cmd
 from ledger.cli import db_cmd, import_cmd, index_cmd, sql_cmd
 from ledger.cli import report_cmd
 from ledger.cli import verify_cmd
-from ledger.cli import demo_cmd
+from ledger.cli import demo_cmd, push_cmd
 from ledger.cli.common import err, print_usage_error
 
 
@@ -86,6 +86,7 @@ app.command("sql", context_settings=sql_cmd.SQL_CONTEXT)(sql_cmd.sql)
 app.command("report")(report_cmd.report)
 app.command("verify")(verify_cmd.verify)
 app.command("demo")(demo_cmd.demo)
+app.command("push")(push_cmd.push)
 app.add_typer(db_cmd.app, name="db")
 
 

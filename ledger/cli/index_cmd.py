@@ -35,8 +35,11 @@ def index(
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes
 
-    homes = [Path(os.path.abspath(h)) for h in (home or [resolve_home(None)])]
-    url = dbmod.resolve_url(homes[0], db)
+    from ledger.store import expand_homes, index_base
+
+    given = [Path(os.path.abspath(h)) for h in (home or [resolve_home(None)])]
+    homes = expand_homes(given)  # a record store (`ledger push`): every home in it
+    url = dbmod.resolve_url(index_base(given[0]), db)
     with _progress(sys.stderr.isatty()) as progress:
         summary = index_homes(homes, url, rebuild=rebuild, notify=err, progress=progress, full=full)
     for p in summary.skipped:

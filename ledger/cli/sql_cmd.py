@@ -56,9 +56,12 @@ def sql(
     try:
         if query == "-":
             query = sys.stdin.read()
+        from ledger.store import expand_homes, index_base
+
         home_path = Path(os.path.abspath(resolve_home(home)))
-        url = dbmod.resolve_url(home_path, db)
-        summary = index_homes([home_path], url, notify=err, stale_ok=True)
+        url = dbmod.resolve_url(index_base(home_path), db)
+        homes = expand_homes([home_path])  # a record store (`ledger push`): every home in it
+        summary = index_homes(homes, url, notify=err, stale_ok=True)
         for p in summary.skipped:
             err(f"warning: skipped damaged record {p.path}: {p.reason}")
         querying = True
@@ -74,7 +77,7 @@ def sql(
             return stack.enter_context(sqlro.query(url, query, timeout=timeout or None, role=role or None))
 
         with stack:
-            columns, rows = read_repairing([home_path], url, start, err)
+            columns, rows = read_repairing(homes, url, start, err)
             if json_:
                 import orjson
 

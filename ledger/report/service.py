@@ -59,9 +59,12 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes
 
+    from ledger.store import expand_homes, index_base
+
     home_path = Path(os.path.abspath(os.fspath(home)))
-    url = dbmod.resolve_url(home_path, db)
-    summary = index_homes([home_path], url, notify=notify, stale_ok=True)
+    url = dbmod.resolve_url(index_base(home_path), db)
+    homes = expand_homes([home_path])  # a record store (`ledger push`): every home in it
+    summary = index_homes(homes, url, notify=notify, stale_ok=True)
     for p in summary.skipped:
         notify(f"warning: skipped damaged record {p.path}: {p.reason}")
     from ledger.index.ops import read_repairing
@@ -80,7 +83,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
         with reading(url) as conn:
             return [run_report(conn, q) for q in queries]
 
-    reports = read_repairing([home_path], url, read, notify)
+    reports = read_repairing(homes, url, read, notify)
     for report in reports:
         report.unreadable = [p.to_dict() for p in summary.skipped]
     return reports
