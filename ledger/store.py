@@ -28,6 +28,13 @@ of the store must never import the indexing machine's logs into it), staging ent
 names in runs/). The store home gets its own change marker (`.state/changed`) whenever a
 client's archive grew, which is what tells an index pass to look again.
 
+What a push verified is kept in the store's copy of the home (`.push-state.json`, written
+after everything it vouches for is synced): a settled run whose files (lstat: size, mtime,
+inode) are as they were is not read again, nor is an archived log with the same inode, size
+and mtime; a log that grew is taken to continue the store's copy when its first 4 KiB and the
+256 bytes before the end pushed hash as before (the archive's own rule for the clients'
+logs). `ledger push --full` compares every file byte for byte again.
+
 Symlinks in the home are never followed (they are listed as skipped); a DEST inside the home,
 a DEST that is a ledger home, or a non-empty directory that is not a store is refused.
 Durability is batched: the files of a batch are synced with one syncfs() before they are
@@ -54,6 +61,10 @@ STORE_VERSION = 1
 HOMES_DIR = "homes"
 INDEX_DIR = "index"
 LOCK_FILE = ".push.lock"
+STATE_FILE = ".push-state.json"  # in the store's copy of a home: what the last push verified
+STATE_VERSION = 1
+PREFIX_BYTES = 4096
+TAIL_BYTES = 256
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 CHUNK = 1 << 20
@@ -405,9 +416,18 @@ class _Walk:
                     out.append(rrel)
         return out
 
-    def run_items(self, rrel: str) -> list[_Item]:
-        """A run's files: manifest, context, provider session, blobs, events, then the receipt."""
+    def run_listing(self, rrel: str) -> tuple[list[str], str | None]:
+        """A run's files, and a signature of them (lstat of every file and directory; None
+        when the run cannot be remembered as pushed: something in it is skipped)."""
+        import hashlib
+
         files: list[str] = []
+        skips = len(self.skipped)
+        try:
+            st = os.lstat(os.path.join(self.home, rrel))
+        except OSError:
+            return [], None
+        sig = [f"{st.st_mtime_ns}:{st.st_ino}"]
         stack = [rrel]
         while stack:
             d = stack.pop()
@@ -423,6 +443,19 @@ class _Walk:
                     files.append(rel)
                 else:
                     self.skip(rel, "not a regular file")
+                    continue
+                try:
+                    est = e.stat(follow_symlinks=False)
+                except OSError:
+                    skips = -1
+                    continue
+                sig.append(f"{rel}:{est.st_size}:{est.st_mtime_ns}:{est.st_ino}")
+        if len(self.skipped) != skips:
+            return files, None
+        return files, hashlib.sha256("|".join(sorted(sig)).encode()).hexdigest()[:32]
+
+    def run_items(self, rrel: str, files: list[str]) -> list[_Item]:
+        """A run's files: manifest, context, provider session, blobs, events, then the receipt."""
         names = {f[len(rrel) + 1:]: f for f in files}
         out = [_Item(names.pop(n), REPLACE if n == PROVIDER_SESSION else ONCE) for n in RUN_FIRST if n in names]
         last = [names.pop(n) for n in (EVENTS, TERMINAL) if n in names]
@@ -541,11 +574,94 @@ class _Pusher:
         self.pending_bytes = 0
         self.dirs: set[str] = set()
         self.safe: set[str] = set()  # store directories seen to be real directories
+        # what the last push verified (see load_state): settled runs by signature, archive
+        # files by their stat and the hashes of the bytes around the end pushed
+        self.old: dict[str, Any] = {"runs": {}, "files": {}}
+        self.new: dict[str, Any] = {"runs": {}, "files": {}}
+        self.end = 0  # (the end pushed of the last append-only file: its store copy's size)
         self.changed_clients: set[str] = set()
 
     # -- per file
     def conflict(self, rel: str, reason: str) -> None:
         self.s.conflicts.append({"path": rel, "reason": reason})
+
+    # -- what the last push verified
+    def load_state(self) -> None:
+        try:
+            fd = _open_regular(os.path.join(self.dest, STATE_FILE))
+            try:
+                doc = json.loads(_pread(fd, os.fstat(fd).st_size, 0))
+            finally:
+                os.close(fd)
+        except (OSError, ValueError):
+            return  # (none, or unreadable: everything is compared again)
+        if isinstance(doc, dict) and doc.get("v") == STATE_VERSION and doc.get("home_id") == self.s.home_id:
+            self.old = {"runs": doc.get("runs") or {}, "files": doc.get("files") or {}}
+
+    def save_state(self) -> None:
+        path = os.path.join(self.dest, STATE_FILE)
+        tmp = os.path.join(self.dest, f".{STATE_FILE}.{uuid.uuid4().hex[:12]}{TMP_SUFFIX}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        try:
+            _write_all(fd, json.dumps({"v": STATE_VERSION, "home_id": self.s.home_id, **self.new},
+                                      separators=(",", ":")).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def push_run(self, rrel: str, walk: "_Walk") -> None:
+        files, sig = walk.run_listing(rrel)
+        if sig is not None and self.old["runs"].get(rrel) == sig:
+            self.s.unchanged += len(files)  # (settled and untouched since the last push verified it)
+            self.new["runs"][rrel] = sig
+            return
+        outcomes = [self.push(item) for item in walk.run_items(rrel, files)]
+        if sig is not None and any(f.endswith("/" + TERMINAL) for f in files) and \
+                all(o in ("copied", "extended", "unchanged", "replaced") for o in outcomes):
+            self.new["runs"][rrel] = sig
+
+    def push_archive(self, item: _Item) -> str:
+        """An archived log: untouched since the last push (same inode, size, mtime), nothing
+        is read; else push() (which trusts the prefix hashes of the last push, see _prefix)."""
+        rel = item.rel
+        ent = self.old["files"].get(rel)
+        if ent is not None:
+            try:
+                st = os.lstat(os.path.join(self.home, rel))
+            except OSError:
+                st = None
+            if st is not None and [st.st_ino, st.st_size, st.st_mtime_ns] == ent[:3]:
+                self.s.unchanged += 1
+                self.new["files"][rel] = ent
+                return "unchanged"
+        self.end = -1
+        outcome = self.push(item)
+        if outcome in ("copied", "extended", "unchanged") and self.end >= 0:
+            try:
+                fd = _open_regular(os.path.join(self.home, rel))
+            except OSError:
+                return outcome
+            try:
+                st = os.fstat(fd)
+                end = self.end
+                head = _sha(_pread(fd, min(PREFIX_BYTES, end), 0))
+                tail = _sha(_pread(fd, min(TAIL_BYTES, end), end - min(TAIL_BYTES, end)))
+            finally:
+                os.close(fd)
+            self.new["files"][rel] = [st.st_ino, st.st_size, st.st_mtime_ns, end, head, tail]
+        return outcome
+
+    def _prefix(self, rel: str, src: int, dst: int, have: int) -> bool:
+        """The store's copy is the start of the home's file: by the hashes the last push kept
+        (same inode, the store's copy still the size pushed, the first 4 KiB and the bytes
+        before that end unchanged in the home), else compared byte for byte."""
+        ent = self.old["files"].get(rel)
+        if ent is not None and ent[0] == os.fstat(src).st_ino and ent[3] == have:
+            t = min(TAIL_BYTES, have)
+            if _sha(_pread(src, min(PREFIX_BYTES, have), 0)) == ent[4] and _sha(_pread(src, t, have - t)) == ent[5]:
+                return True
+        return _same_prefix(dst, src, have)
 
     def push(self, item: _Item) -> str:
         """Push one file; what happened: copied, extended, replaced, unchanged, waiting, conflict."""
@@ -599,14 +715,16 @@ class _Pusher:
                 self.conflict(rel, "differs from the store's copy (a file written once was changed in the home)")
                 return "conflict"
             # append-only: the store's bytes must be the start of the home's
-            if have > size or not _same_prefix(dst, src, have):
+            if have > size or not self._prefix(rel, src, dst, have):
                 self.conflict(rel, "the store's copy is not the start of the home's file "
                                    "(the home's file was rewritten or shrank)")
                 return "conflict"
             end = _lines_end(src, have, size) if item.kind == LINES else _frames_end(src, have, size)
             if end <= have:
+                self.end = have
                 self.s.unchanged += 1
                 return "unchanged"
+            self.end = end
             self._extend(src, have, end, target)
             self.s.extended += 1
             return "extended"
@@ -633,6 +751,7 @@ class _Pusher:
                 return "waiting"
             self.s.unchanged += 1  # (an empty log: nothing to hold)
             return "unchanged"
+        self.end = end
         self._copy_new(src, end, target)
         self.s.copied += 1
         return "copied"
@@ -742,6 +861,12 @@ class _Pusher:
         self.pending.append((tmp, os.path.join(d, "changed"), True))
 
 
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _whole_json(fd: int, size: int) -> bool:
     """A JSON file is whole (a receipt is written in place: a push may meet it half written)."""
     if size > 16 << 20:
@@ -756,9 +881,10 @@ def _whole_json(fd: int, size: int) -> bool:
 # ---------------------------------------------------------------- entry point
 
 def push(home: str | os.PathLike[str], dest: str | os.PathLike[str], *,
-         progress: Progress | None = None) -> PushSummary:
+         progress: Progress | None = None, full: bool = False) -> PushSummary:
     """Copy the home's records into the store at `dest` (see the module doc); a PushSummary
-    (its conflicts are listed there, not raised)."""
+    (its conflicts are listed there, not raised). `full`: compare every file again, whatever
+    the last push verified."""
     from ledger.home import HOME_ID_FILE, check_home, ensure_home_uid
 
     t0 = time.perf_counter()
@@ -781,21 +907,22 @@ def push(home: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     walk = _Walk(home_abs, summary.skipped)
     p = _Pusher(home_abs, dest_home, summary)
     with _Lock(os.path.join(dest_home, LOCK_FILE)):
+        if not full:
+            p.load_state()
         p.push(_Item(HOME_ID_FILE, ONCE))
         runs = walk.run_dirs()
         clients = list(walk.archive_items())
         total = len(runs) + sum(len(items) for _, items in clients)
         done = 0
         for rrel in runs:
-            for item in walk.run_items(rrel):
-                p.push(item)
+            p.push_run(rrel, walk)
             summary.runs += 1
             done += 1
             if progress is not None and done % 50 == 0:
                 progress(done, total)
         for client, items in clients:
             for item in items:
-                if p.push(item) in ("copied", "extended"):
+                if p.push_archive(item) in ("copied", "extended"):
                     p.changed_clients.add(client)
                 done += 1
                 if progress is not None and done % 50 == 0:
@@ -804,6 +931,7 @@ def push(home: str | os.PathLike[str], dest: str | os.PathLike[str], *,
                 p.mark_changed(client)
         p.flush()
         _syncfs(dest_home)  # (the links themselves)
+        p.save_state()  # (only after everything it vouches for is on disk)
     if progress is not None:
         progress(total, total)
     summary.seconds = time.perf_counter() - t0

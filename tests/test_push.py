@@ -35,10 +35,13 @@ def push(home: Path, store: Path, code: int = 0) -> dict[str, Any]:
 
 
 def files(root: Path) -> dict[str, bytes]:
-    """Every file below root (symlinks included as their target text), by relative path."""
+    """Every file below root (symlinks included as their target text), by relative path; not
+    the push's own bookkeeping (what it verified)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            if name == ".push-state.json":
+                continue
             p = Path(dirpath) / name
             out[str(p.relative_to(root))] = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
     return out
@@ -334,3 +337,58 @@ def test_refused_destinations(home, tmp_path, monkeypatch):
     doc = json.loads(run("push", "--json", env={"LEDGER_STORE": str(empty)}).stdout)
     assert doc["dest"] == str(empty) and doc["copied"] == 4
     assert (empty / "ledger-store.json").exists()
+
+
+def test_a_push_reads_only_what_changed_since_the_last_one_and_full_reads_all(filled, claude_cfg, tmp_path,
+                                                                               monkeypatch):
+    from ledger import store as store_mod
+
+    store = tmp_path / "store"
+    push(filled, store)
+    opened: list[str] = []
+    compared: list[str] = []
+    real_open, real_same = store_mod._open_regular, store_mod._same_prefix
+
+    def counting_open(path: str) -> int:
+        if not os.path.relpath(path, filled).startswith(".."):  # (the home's files, not the store's)
+            opened.append(os.path.relpath(path, filled))
+        return real_open(path)
+
+    def counting_same(a: int, b: int, n: int) -> bool:
+        compared.append(os.path.relpath(os.readlink(f"/proc/self/fd/{a}"), filled))
+        return real_same(a, b, n)
+
+    monkeypatch.setattr(store_mod, "_open_regular", counting_open)
+    monkeypatch.setattr(store_mod, "_same_prefix", counting_same)
+    doc = push(filled, store)
+    running = next(p for p in (filled / "runs").glob("*/*") if not (p / "terminal.json").exists())
+    # settled runs and untouched logs are not read; the running run and the home's id are
+    assert sorted(opened) == sorted(["home-id.json"] + [str(p.relative_to(filled)) for p in running.iterdir()])
+    assert doc["unchanged"] == len(records(filled))
+
+    # a log that grew is extended after the hashes the last push kept, without reading the
+    # store's copy back
+    log = next(p for p in sorted(claude_cfg.rglob("*.jsonl")) if "subagents" not in str(p))
+    with open(log, "ab") as f:
+        f.write(json.dumps({"type": "user", "sessionId": log.stem, "timestamp": "2026-02-01T00:00:00Z",
+                            "message": {"role": "user", "content": "more"}}).encode() + b"\n")
+    run("import", "claude", "--from", str(claude_cfg))
+    compared.clear()
+    doc = push(filled, store)
+    assert doc["extended"] == 1 and doc["conflicts"] == []
+    assert compared and not any(c.startswith(("sources", "../store/homes/" + read_home_uid(filled) + "/sources"))
+                                for c in compared), compared  # (the running run's files only)
+    assert records(store_home(store, filled)) == records(filled)
+
+    # an in-place edit that keeps size and mtime goes unseen by a plain push: --full finds it
+    settled = next(p for p in (filled / "runs").glob("*/*") if (p / "terminal.json").exists())
+    m = settled / "manifest.json"
+    st = m.stat()
+    data = bytearray(m.read_bytes())
+    data[data.index(b'"harness"') + 1] = ord("H")
+    os.chmod(m, 0o600)
+    m.write_bytes(bytes(data))
+    os.utime(m, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert push(filled, store)["conflicts"] == []
+    res = run("push", "--home", str(filled), "--to", str(store), "--full", "--json", code=1)
+    assert [c["path"] for c in json.loads(res.stdout)["conflicts"]] == [str(m.relative_to(filled))]

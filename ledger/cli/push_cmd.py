@@ -18,6 +18,9 @@ ToOpt = Annotated[Path | None, typer.Option(
 def push(
     to: ToOpt = None,
     home: HomeOpt = None,
+    full: Annotated[bool, typer.Option("--full", help="Compare every file with the store's copy again (normally a "
+                                                      "settled run or a log untouched since the last push is not read).",
+                                       metavar="")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Copy the home's run records and imported session logs into a record store.
@@ -39,7 +42,7 @@ def push(
         raise LedgerError("no record store to push to",
                           hint="pass --to DIR (a directory, e.g. on a mounted share) or set LEDGER_STORE")
     with _progress(sys.stderr.isatty()) as progress:
-        summary = push_home(resolve_home(home), dest, progress=progress)
+        summary = push_home(resolve_home(home), dest, progress=progress, full=full)
     for s in summary.skipped:
         err(f"skipped {s['path']}: {s['reason']}")
     for c in summary.conflicts:
