@@ -20,6 +20,7 @@ def index(
     db: DbOpt = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild the index from the records (atomically swapped in).", metavar="")] = False,
     full: Annotated[bool, typer.Option("--full", help="Also look into sealed shards (settled, quiet runs; normally skipped while their directory is unchanged).", metavar="")] = False,
+    lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="PostgreSQL: seconds to wait for a home or the schema locked by another indexer before giving up (the message names the holder).", min=0)] = 30.0,
     json_: JsonOpt = False,
 ) -> None:
     """Index run records into SQLite (default: <home>/index.sqlite) or any SQLAlchemy URL.
@@ -41,9 +42,12 @@ def index(
     homes = expand_homes(given)  # a record store (`ledger push`): every home in it
     url = dbmod.resolve_url(index_base(given[0]), db)
     with _progress(sys.stderr.isatty()) as progress:
-        summary = index_homes(homes, url, rebuild=rebuild, notify=err, progress=progress, full=full)
+        summary = index_homes(homes, url, rebuild=rebuild, notify=err, progress=progress, full=full,
+                              lock_timeout=lock_timeout)
     for p in summary.skipped:
         err(f"skipped damaged record {p.path}: {p.reason}")
+    for h in summary.absent:
+        err(f"not here: {h} (its runs stay in the index; `ledger homes forget` removes a home)")
     err(summary.line())
     if json_:
         print_json(summary.to_dict())

@@ -390,7 +390,7 @@ def swap_in(tmp: Path, path: Path) -> None:
 # engines
 
 
-def engine(url: str, mode: str = "write") -> Any:
+def engine(url: str, mode: str = "write", app_name: str | None = None) -> Any:
     """An SQLAlchemy engine. `mode`: write (BEGIN IMMEDIATE, WAL), read, or build (a temp file).
 
     SQLite connections get busy_timeout, WAL + synchronous=NORMAL; transactions are begun
@@ -401,7 +401,13 @@ def engine(url: str, mode: str = "write") -> Any:
 
     if not is_sqlite(url):
         try:
-            return sa.create_engine(url, pool_pre_ping=False)
+            args = {}
+            if app_name and url.startswith("postgresql"):
+                # named in pg_stat_activity: a lock's waiters are told who holds it (pglocks)
+                import socket
+
+                args["application_name"] = f"{app_name} {socket.gethostname()} pid {os.getpid()}"[:63]
+            return sa.create_engine(url, pool_pre_ping=False, connect_args=args)
         except ImportError as exc:
             raise IndexError_(f"cannot open the index {redact_url(url)}: its driver is not installed "
                               f"({exc.name or exc})",
@@ -547,6 +553,22 @@ def clear_index_rows(conn: Any) -> None:
 
     for table in REPORT_TABLES + DATA_TABLES + ("index_cursors", "index_shards") + LOG_TABLES:
         conn.exec_driver_sql(f"DELETE FROM {table}")
+
+
+def clear_home_rows(conn: Any, home_ids: list[int]) -> None:
+    """Delete the indexed rows and cursors of these homes only (a rebuild from one machine of
+    a shared index, issue 11); the report's derived tables are cleared (rebuilt by the next
+    report)."""
+    from ledger.index.models import DATA_TABLES, LOG_TABLES
+    from ledger.index.report_tables import REPORT_TABLES
+
+    for table in REPORT_TABLES:
+        conn.exec_driver_sql(f"DELETE FROM {table}")
+    if not home_ids:
+        return
+    ids = ", ".join(str(int(h)) for h in home_ids)
+    for table in DATA_TABLES + ("index_cursors", "index_shards") + LOG_TABLES:
+        conn.exec_driver_sql(f"DELETE FROM {table} WHERE home_id IN ({ids})")
 
 
 def now_utc() -> datetime:

@@ -76,11 +76,14 @@ from typing import Any, Callable, Iterable
 
 import sqlalchemy as sa
 
+from ledger.home import home_problem
 from ledger.index import db as dbmod
-from ledger.index.bulk import copy_batch, insert_dicts, insert_encoded
-from ledger.index.models import Home
+from ledger.index import copies, pglocks
+from ledger.index import homes as homes_mod
+from ledger.index.bulk import analyze_if_unknown, copy_batch, insert_dicts, insert_encoded
+from ledger.index.models import Home, IndexCursor
 from ledger.index.project import Folded
-from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, launcher_dict
+from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, delete_runs, launcher_dict
 from ledger.index.sources import SOURCES, PassContext, Source
 from ledger.index.workers import SCRATCH_PREFIX, Workers
 from ledger.records.model import ScanProblem
@@ -104,6 +107,7 @@ PARALLEL_MIN = 64  # records in a batch before projecting them in worker process
 FIRST_BATCH = 256  # the first batch is small: the workers start while the scan goes on
 
 homes_t = Home.__table__
+cursors_t = IndexCursor.__table__
 
 
 @dataclass
@@ -121,6 +125,10 @@ class IndexSummary:
     skipped: list[ScanProblem] = field(default_factory=list)
     rebuilt: bool = False
     seconds: float = 0.0
+    # issue 11: homes named but not here (kept as they are), runs already counted from
+    # another home (same run id and manifest: not counted again)
+    absent: list[str] = field(default_factory=list)
+    copies: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,13 +136,15 @@ class IndexSummary:
             "unchanged": self.unchanged, "removed": self.removed, "rewritten": self.rewritten,
             "records_read": self.records_read,
             "skipped": [p.to_dict() for p in self.skipped], "rebuilt": self.rebuilt,
-            "seconds": round(self.seconds, 3),
+            "seconds": round(self.seconds, 3), "absent": self.absent, "copies": self.copies,
         }
 
     def line(self) -> str:
         skipped = f"{len(self.skipped)} skipped (damaged)" if self.skipped else "0 skipped"
         extra = f", {self.removed} removed" if self.removed else ""
         extra += f", {self.rewritten} rewritten" if self.rewritten else ""
+        extra += f", {self.copies} copies of runs counted from another home" if self.copies else ""
+        extra += f", {len(self.absent)} home(s) not here (kept)" if self.absent else ""
         return (f"indexed: {self.new} new, {self.updated} updated, {self.unchanged} unchanged, "
                 f"{skipped}{extra} in {self.seconds:.2f}s"
                 + (" (rebuilt)" if self.rebuilt else ""))
@@ -161,12 +171,14 @@ class Indexer:
     def __init__(self, engine: Any, *, progress: Progress | None = None, single_transaction: bool = False,
                  racy_ns: int | None = None, full: bool = False, workers: int | None = None,
                  prepare: Callable[[Any], None] | None = None,
-                 sources: Iterable[Source] = SOURCES) -> None:
+                 sources: Iterable[Source] = SOURCES,
+                 home_lock: Callable[[str, int], Any] | None = None) -> None:
         """`prepare`, for a build into an empty database: called once (with the connection)
         before the first write; until then the scan does not query the database, so the
         schema is created while the workers already read the first records."""
         self.engine = engine
         self._prepare = prepare
+        self._home_lock = home_lock  # (home, home_id) -> a context held while the home is indexed
         self._fresh_homes: dict[str, int] = {}
         self.full = full
         self.progress = progress
@@ -193,7 +205,14 @@ class Indexer:
         gc.disable()
         try:
             for home in homes:
-                self._index_home(conn, os.path.abspath(os.fspath(home)))
+                home = os.path.abspath(os.fspath(home))
+                why = home_problem(home)
+                if why is not None:
+                    # not here (another machine's, a missing mount) or not readable: its runs
+                    # stay as they are; a home leaves the index only by `ledger homes forget`
+                    self.summary.absent.append(home)
+                    continue
+                self._index_home(conn, home)
             self._ready(conn)  # (a fresh build of no home still gets its schema)
         finally:
             self._pool.close()
@@ -216,22 +235,27 @@ class Indexer:
         prepare, self._prepare = self._prepare, None
         prepare(conn)
         with self._txn(conn):
-            for home, home_id in self._fresh_homes.items():
-                conn.execute(sa.insert(homes_t).values(home_id=home_id, path=home, added_at=dbmod.now_utc()))
+            for loc, home_id in self._fresh_homes.items():
+                homes_mod.register(conn, loc, home_id)
 
     def _home_id(self, conn: Any, home: str) -> int:
+        loc = homes_mod.locate(home, create=False)  # (ids are written by ops.index_homes)
         if self._prepare is not None:  # a fresh build: ids in order, rows written by _ready()
-            return self._fresh_homes.setdefault(home, len(self._fresh_homes) + 1)
+            return self._fresh_homes.setdefault(loc, len(self._fresh_homes) + 1)
         with self._txn(conn):
-            row = conn.execute(sa.select(homes_t.c.home_id).where(homes_t.c.path == home)).first()
-            if row is not None:
-                return row[0]
-            conn.execute(sa.insert(homes_t).values(path=home, added_at=dbmod.now_utc()))
-            return conn.execute(sa.select(homes_t.c.home_id).where(homes_t.c.path == home)).scalar_one()
+            found = homes_mod.find(conn, loc)
+            return found if found is not None else homes_mod.register(conn, loc)
 
     def _index_home(self, conn: Any, home: str) -> None:
         self.summary.homes.append(home)
         home_id = self._home_id(conn, home)
+        if self._home_lock is None:
+            self._index_home_locked(conn, home, home_id)
+        else:
+            with self._home_lock(home, home_id):
+                self._index_home_locked(conn, home, home_id)
+
+    def _index_home_locked(self, conn: Any, home: str, home_id: int) -> None:
         start_ns = time.time_ns()
         fresh = self._prepare is not None  # an empty database: nothing to look up
         encode = FAST_SQLITE and conn.dialect.name == "sqlite"
@@ -304,6 +328,8 @@ class Indexer:
         else:
             results, scratch = self._pool.results(p.handle)
         self._write_batch(conn, home_id, p, results, scratch)
+        if not self._done:  # (once a pass: the first batch)
+            analyze_if_unknown(conn, lambda: self._txn(conn), p.source.tables)
         found.folded(p.batch)
         self._done += len(p.batch)
         gc.collect(1)
@@ -346,4 +372,44 @@ class Indexer:
             if known:
                 source.delete(conn, home_id, known, True)
 
-        copy_batch(conn, lambda: self._txn(conn), source.tables, out, scratch, encode, replace)
+        written = {w.name: w for w, res in zip(p.batch, results) if res[1] is None}
+
+        def after() -> None:
+            if source.name == "runs" and written and self._may_hold_copies(conn):
+                self._drop_copies(conn, home_id, written)
+
+        copy_batch(conn, lambda: self._txn(conn), source.tables, out, scratch, encode, replace, after)
+
+    def _may_hold_copies(self, conn: Any) -> bool:
+        """Whether another home may hold a run of this batch. SQLite has one writer: with one
+        home in the index there is none. A server database is always checked (a home
+        registered meanwhile could be writing the same run)."""
+        if conn.dialect.name != "sqlite":
+            return True
+        if self._prepare is not None:  # (a fresh build: its homes are known)
+            return len(self._fresh_homes) > 1
+        return conn.execute(sa.select(sa.func.count()).select_from(homes_t)).scalar_one() > 1
+
+    def _drop_copies(self, conn: Any, home_id: int, written: dict[str, Work]) -> None:
+        """In the batch's transaction: runs another home holds already are its (ledger.index.copies)."""
+        names = sorted(written)
+        if conn.dialect.name == "postgresql":
+            pglocks.lock_copies(conn, names)
+        found = copies.others(conn, home_id, names)
+        if not found:
+            return
+        delete_runs(conn, home_id, list(found), with_cursors=False)
+        c = cursors_t.c
+        same = [n for n, (_h, ok) in found.items() if ok]
+        if same:
+            conn.execute(sa.update(cursors_t).where(c.home_id == home_id, c.run_id.in_(same)).values(status=copies.COPY))
+            self.summary.copies += len(same)
+        for name, (other, ok) in found.items():
+            if ok:
+                continue
+            reason = (f"another home has a run with this id and a different manifest "
+                      f"({copies.home_label(conn, other)}); this copy is not counted")
+            path = written[name].path
+            conn.execute(sa.update(cursors_t).where(c.home_id == home_id, c.run_id == name)
+                         .values(status="damaged", problem=reason, problem_path=path, settled=False))
+            self.summary.skipped.append(ScanProblem(path, reason))

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     BigInteger, Boolean, DateTime, Double, ForeignKey, ForeignKeyConstraint, Index, Integer,
-    MetaData, Text,
+    MetaData, Text, UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -52,9 +52,15 @@ class Home(Base):
     __tablename__ = "homes"
 
     home_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    path: Mapped[str] = mapped_column(Text, unique=True)
+    path: Mapped[str] = mapped_column(Text)
     added_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_indexed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # migration 0006: one row per *location* of a home: its id (home-id.json), the machine and
+    # the path (a row written before 0006 has neither until a machine adopts it)
+    uid: Mapped[str | None] = mapped_column(Text)
+    machine: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (UniqueConstraint("uid", "machine", "path", name="uq_homes_location"),)
 
 
 class Run(Base):
@@ -125,6 +131,7 @@ class Run(Base):
         Index("ix_runs_model", "model"),
         Index("ix_runs_harness", "harness"),
         Index("ix_runs_skill", "skill"),
+        Index("ix_runs_run_id", "run_id"),  # (0006: a run is counted once across homes)
     )
 
 

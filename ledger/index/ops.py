@@ -8,7 +8,7 @@ a connection that sees one consistent version of the index.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -34,6 +34,34 @@ def _homes_in(url: str) -> list[str]:
         return []
 
 
+def _refuse_losing_homes(url: str, homes: Sequence[str]) -> None:
+    """A rebuild of an SQLite index is made from the records on this machine: it refuses
+    when the index holds a home that is not here (another machine's, a missing mount),
+    whose runs it would lose (issue 11)."""
+    import sqlite3
+
+    from ledger.home import machine_id
+
+    try:
+        con = sqlite3.connect(dbmod._ro_uri(dbmod.sqlite_path(url)), uri=True, timeout=5)
+        try:
+            cols = {r[1] for r in con.execute("PRAGMA table_info(homes)")}
+            sql = "SELECT path, machine FROM homes" if "machine" in cols else "SELECT path, NULL FROM homes"
+            rows = con.execute(sql).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return
+    mine = machine_id()
+    away = sorted({p for p, m in rows if p not in homes and ((m is not None and m != mine)
+                                                               or home_problem(p) is not None)})
+    if away:
+        raise IndexError_(f"the index holds {len(away)} home(s) that are not on this machine ({away[0]}"
+                          + (", ..." if len(away) > 1 else "") + "); a rebuild from here would lose their runs",
+                          hint="rebuild where those homes are, remove them first with `ledger homes forget PATH`, "
+                               "or build a new index with --db")
+
+
 def _merge_homes(first: Sequence[str], more: Sequence[str]) -> list[str]:
     out: list[str] = []
     for h in list(first) + list(more):
@@ -42,7 +70,7 @@ def _merge_homes(first: Sequence[str], more: Sequence[str]) -> list[str]:
     return out
 
 
-from ledger.home import HOME_HINT, home_problem  # noqa: E402 - one rule for every command
+from ledger.home import HOME_HINT, ensure_home_uid, home_problem  # noqa: E402 - one rule for every command
 
 
 def _usable_homes(homes: list[str], url: str, stale_ok: bool, notify: Notify) -> list[str]:
@@ -78,20 +106,27 @@ def read_only_failure(exc: BaseException) -> str | None:
 
 def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: bool = False,
                 notify: Notify = _quiet, progress: Callable[[int, int], None] | None = None,
-                racy_ns: int | None = None, full: bool = False, stale_ok: bool = False) -> Any:
+                racy_ns: int | None = None, full: bool = False, stale_ok: bool = False,
+                lock_timeout: float | None = None) -> Any:
     """Index `homes` into the database at `url`; returns an IndexSummary.
 
     `full` looks into every shard directory, sealed ones included (see indexer.SEAL_GRACE_NS),
     and checks every page of an SQLite index first (PRAGMA quick_check).
     `stale_ok` (read commands): a home or index that cannot be written (another user's shared
-    home) is answered from the index as it is, with a warning, instead of failing.
+    home), or a server index whose lock is not granted within `lock_timeout` (default
+    pglocks.READER_TIMEOUT for readers, DEFAULT_TIMEOUT for `ledger index`), is answered from
+    the index as it is, with a warning, instead of failing.
     """
+    from ledger.index import pglocks
+
     import time
 
     t0 = time.perf_counter()
     homes_abs = _usable_homes([os.path.abspath(os.fspath(h)) for h in homes], url, stale_ok, notify)
     for h in homes_abs:
         _refresh_archive(h, notify)
+        if not stale_ok:  # (a reader writes nothing into a home: its id comes with `ledger index`)
+            ensure_home_uid(h)
     if not rebuild and not full:
         # nothing changed (the usual case): said without loading the indexer (issue 10)
         from ledger.index.fresh import unchanged
@@ -109,7 +144,15 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
             _check_parent(dbmod.sqlite_path(url), create=not stale_ok)
             summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns, full, owned)
         else:
-            summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns, full)
+            if lock_timeout is None:
+                lock_timeout = pglocks.READER_TIMEOUT if stale_ok else pglocks.DEFAULT_TIMEOUT
+            summary = _index_server(homes_abs, url, rebuild, notify, progress, racy_ns, full, lock_timeout)
+    except pglocks.LockTimeout as exc:
+        if not stale_ok:
+            raise
+        notify(f"ledger: {exc.message}; answering from the index as it is: it may be stale")
+        summary = IndexSummary()
+        summary.homes = homes_abs
     except IndexError_:
         raise
     except Exception as exc:  # noqa: BLE001 - only a failure to write is answered here
@@ -303,6 +346,8 @@ def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
                     raise
                 status = dbmod.FileStatus("corrupt", f"damaged ({getattr(exc, 'orig', exc)})")
         known = _homes_in(url) if status.kind in ("ok", "upgrade") else []
+        if rebuild and status.kind in ("ok", "upgrade"):
+            _refuse_losing_homes(url, homes)
         all_homes = _merge_homes(homes, known)
         if status.kind == "missing":
             notify(f"ledger: no index at {path} yet; building it from the records")
@@ -320,68 +365,106 @@ def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
 
 
 def _index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, progress: Any,
-                  racy_ns: int | None, full: bool = False) -> Any:
-    """PostgreSQL (or another server database): transactional DDL, an advisory lock.
+                  racy_ns: int | None, full: bool = False, lock_timeout: float | None = None) -> Any:
+    """PostgreSQL (or another server database): transactional DDL, advisory locks that never
+    block the team (ledger.index.pglocks): the schema lock shared by every pass (exclusive to
+    create, migrate or rebuild it), one lock per home, waits bounded by `lock_timeout`.
 
-    A rebuild drops and recreates ledger's tables, migrates and indexes in ONE transaction:
-    other sessions keep seeing the old index until it commits. A database holding another
-    application's tables, or a newer ledger's schema, is never touched automatically.
+    A rebuild clears and re-indexes, in ONE transaction, only the homes this machine holds
+    (other sessions keep seeing the old rows until it commits); other machines' homes are
+    left as they are. A database holding another application's tables, or a newer ledger's
+    schema, is never touched automatically.
     """
+    import sqlalchemy as sa
+
+    from ledger.index import homes as homes_mod
+    from ledger.index import pglocks
     from ledger.index.indexer import Indexer
 
-    eng = dbmod.engine(url)
+    timeout = pglocks.DEFAULT_TIMEOUT if lock_timeout is None else lock_timeout
+    eng = dbmod.engine(url, app_name="ledger index")
     try:
         with dbmod.server_connection(eng, url) as conn:
             pg = conn.dialect.name == "postgresql"
-            if pg:
-                conn.exec_driver_sql(f"SELECT pg_advisory_lock({dbmod.PG_LOCK_KEY})")
-                conn.commit()
-            try:
+
+            def schema_lock(shared: bool) -> Any:
+                if not pg:
+                    return nullcontext()
+                return pglocks.held(conn, (dbmod.PG_LOCK_KEY,), f"the index {dbmod.redact_url(url)}", timeout,
+                                    notify, shared=shared)
+
+            def home_lock(home: str, home_id: int) -> Any:
+                if not pg:
+                    return nullcontext()
+                # (a rebuild is one transaction: its home locks are the transaction's)
+                return pglocks.held(conn, (pglocks.HOME_NS, home_id), f"the home {home} in the index", timeout,
+                                    notify, xact=conn.in_transaction())
+
+            with schema_lock(shared=True):
                 with conn.begin():
                     status = dbmod.inspect_server(conn)
-                if status.kind == "foreign":
-                    raise IndexError_(f"the database {dbmod.redact_url(url)} is not a ledger index: {status.detail}",
-                                      hint="point --db / LEDGER_DB at an empty database (ledger creates its schema)")
-                if status.kind == "newer" and not rebuild:
-                    raise IndexError_(f"the index {dbmod.redact_url(url)}: {status.detail}",
-                                      hint="upgrade ledger (`pip install -U ledger`), or rebuild it for this "
-                                           "version with `ledger index --rebuild`")
-                if rebuild or status.kind == "newer":
-                    known: list[str] = []
-                    if status.kind == "upgrade":
-                        with conn.begin():
+            if status.kind == "foreign":
+                raise IndexError_(f"the database {dbmod.redact_url(url)} is not a ledger index: {status.detail}",
+                                  hint="point --db / LEDGER_DB at an empty database (ledger creates its schema)")
+            if status.kind == "newer" and not rebuild:
+                raise IndexError_(f"the index {dbmod.redact_url(url)}: {status.detail}",
+                                  hint="upgrade ledger (`pip install -U ledger`), or rebuild it for this "
+                                       "version with `ledger index --rebuild`")
+            if status.kind != "ok":
+                with schema_lock(shared=False):
+                    with conn.begin():
+                        status = dbmod.inspect_server(conn)  # (another machine may have done it)
+                        if status.kind == "newer":
+                            if _other_machines(conn):
+                                raise IndexError_(
+                                    f"the index {dbmod.redact_url(url)}: {status.detail}; it holds (or may hold) "
+                                    "other machines' homes, so it is not rebuilt from this one",
+                                    hint="upgrade ledger on this machine (`pip install -U ledger`)")
+                            dbmod.drop_index_objects(conn)
+                            status = dbmod.ServerStatus("fresh")
+                        if status.kind in ("fresh", "upgrade"):
                             dbmod.upgrade(conn)
-                        status = dbmod.ServerStatus("ok", revision=dbmod.HEAD)
-                    if status.kind == "ok":
-                        with conn.begin():
-                            known = [r[0] for r in conn.exec_driver_sql("SELECT path FROM homes ORDER BY home_id")]
+                            if status.kind == "upgrade":
+                                notify(f"ledger: upgraded the index from schema revision {status.revision} "
+                                       f"to {dbmod.HEAD}")
+            with schema_lock(shared=True):
+                if rebuild:
+                    with conn.begin():
+                        mine = homes_mod.machine_id()
+                        # this machine's homes (and rows from before 0006 whose path is here)
+                        known = [r[0] for r in conn.execute(sa.text(
+                            "SELECT path FROM homes WHERE machine = :m OR machine IS NULL ORDER BY home_id"),
+                            {"m": mine}) if r[0] in homes or os.path.isdir(r[0])]
                     all_homes = _merge_homes(homes, known)
                     with conn.begin():
-                        if status.kind == "ok":
-                            # DELETE, not DROP/TRUNCATE: those are not MVCC-safe, a reader whose
-                            # snapshot predates the commit would see the new tables empty
-                            dbmod.clear_index_rows(conn)
-                        else:
-                            dbmod.drop_index_objects(conn)
-                            dbmod.upgrade(conn)
-                        summary = Indexer(eng, progress=progress, single_transaction=True,
-                                          racy_ns=racy_ns, full=full).index(conn, all_homes)
+                        located = [(p, homes_mod.lookup(conn, homes_mod.locate(p, create=False)))
+                                   for p in all_homes if os.path.isdir(p)]
+                        ids = sorted(h for _p, h in located if h is not None)
+                        for p, h in sorted(located, key=lambda x: x[1] or 0):
+                            if h is not None:  # locked before any row is touched (no deadlock
+                                # with a pass of the same home); held until the commit
+                                home_lock(p, h).__enter__()
+                        dbmod.clear_home_rows(conn, ids)
+                        summary = Indexer(eng, progress=progress, single_transaction=True, racy_ns=racy_ns,
+                                          full=full, home_lock=home_lock).index(conn, all_homes)
                     summary.rebuilt = True
                     return summary
-                if status.kind in ("fresh", "upgrade"):
-                    with conn.begin():
-                        dbmod.upgrade(conn)
-                    if status.kind == "upgrade":
-                        notify(f"ledger: upgraded the index from schema revision {status.revision} to {dbmod.HEAD}")
-                return Indexer(eng, progress=progress, racy_ns=racy_ns, full=full).index(conn, homes)
-            finally:
-                if pg:
-                    if conn.in_transaction():
-                        conn.rollback()
-                    conn.exec_driver_sql(f"SELECT pg_advisory_unlock({dbmod.PG_LOCK_KEY})")
-                    conn.commit()
+                return Indexer(eng, progress=progress, racy_ns=racy_ns, full=full,
+                               home_lock=home_lock).index(conn, homes)
     finally:
         eng.dispose()
+
+
+def _other_machines(conn: Any) -> int:
+    """How many other machines' homes a (possibly newer) index holds; -1 when it cannot tell."""
+    from ledger.home import machine_id
+
+    try:
+        with conn.begin_nested():
+            rows = conn.exec_driver_sql("SELECT DISTINCT machine FROM homes").fetchall()
+    except Exception:  # noqa: BLE001 - a schema this ledger does not know
+        return -1
+    return len({r[0] for r in rows if r[0] not in (None, machine_id())})
 
 
 @contextmanager
@@ -471,12 +554,10 @@ def repair(homes: Sequence[str | os.PathLike[str]], url: str, reason: str, notif
 
 
 def home_id(conn: Any, home: str | os.PathLike[str]) -> int | None:
-    import sqlalchemy as sa
+    """The index's row for this machine's `home` (ledger.index.homes), None if not indexed."""
+    from ledger.index import homes as homes_mod
 
-    from ledger.index.models import Home
-
-    t = Home.__table__
-    return conn.execute(sa.select(t.c.home_id).where(t.c.path == os.path.abspath(os.fspath(home)))).scalar()
+    return homes_mod.lookup(conn, homes_mod.locate(home, create=False))
 
 
 # --------------------------------------------------------------------------------------

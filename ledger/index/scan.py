@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 import sqlalchemy as sa
 
+from ledger.index import copies
 from ledger.index.models import Attempt, IndexCursor, IndexShard, Run, RunSubject, ToolUse, UsageStream
 from ledger.records import reader
 from ledger.records.ids import PREFIX
@@ -260,6 +261,8 @@ class RunScan:
                     .where(r.home_id == home_id, r.settled == sa.false()))}
         if gone_shards:
             with ctx.txn():
+                copies.release(conn, home_id, sa.select(c.run_id).where(c.home_id == home_id,
+                                                                        c.shard.in_(gone_shards)))
                 for t in CHILD_TABLES + (runs_t,):
                     conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(
                         sa.select(c.run_id).where(c.home_id == home_id, c.shard.in_(gone_shards)))))
@@ -334,6 +337,7 @@ class RunScan:
             gone = [name for name in cursors if name not in seen]
             if gone:
                 with ctx.txn():
+                    copies.release(conn, home_id, gone)
                     delete_runs(conn, home_id, gone, with_cursors=True)
                 s.removed += len(gone)
                 self.removed_any = True

@@ -1,0 +1,238 @@
+"""Issue 11: many homes (and machines) in one index: nothing deleted, double counted or blocked.
+
+"Two machines" are two values of $LEDGER_MACHINE_ID (ledger.home.machine_id): what tells two
+hosts apart when their homes have the same path. Every test runs on SQLite and on the real
+PostgreSQL server (`db_url`), except the lock tests (PostgreSQL's advisory locks).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from indexhelpers import cli, make_run
+from recordkit import compact
+
+pytestmark = pytest.mark.postgres
+
+
+def count(db: str, where: str = "") -> int:
+    res = cli("sql", f"SELECT count(*) AS n FROM runs_v {where}", "--json", "--db", db)
+    assert res.exit_code == 0, res.output
+    return orjson.loads(res.stdout)[0]["n"]
+
+
+def run_ids(db: str) -> list[str]:
+    res = cli("sql", "SELECT run_id FROM runs_v ORDER BY run_id", "--json", "--db", db)
+    assert res.exit_code == 0, res.output
+    return [r["run_id"] for r in orjson.loads(res.stdout)]
+
+
+def index(db: str, *homes: Path, extra: tuple[str, ...] = ()) -> dict:
+    args = ["index", "--db", db, "--json", *extra]
+    for h in homes:
+        args += ["--home", str(h)]
+    res = cli(*args)
+    assert res.exit_code == 0, res.output
+    return orjson.loads(res.stdout)
+
+
+def on_machine(monkeypatch, name: str) -> None:
+    monkeypatch.setenv("LEDGER_MACHINE_ID", name)
+
+
+def test_two_machines_with_the_same_home_path_keep_each_others_runs(tmp_path, db_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    path = tmp_path / "home"  # the same default path on both machines (same user name)
+    on_machine(monkeypatch, "laptop-a")
+    a = {make_run(path).name for _ in range(3)}
+    index(db_url, path)
+    shutil.move(path, tmp_path / "a-disk")  # machine A's disk is elsewhere now
+    on_machine(monkeypatch, "laptop-b")
+    b = {make_run(path).name for _ in range(2)}
+    for _ in range(2):  # every pass of B: A's runs stay
+        summary = index(db_url, path)
+        assert summary["removed"] == 0
+        assert set(run_ids(db_url)) == a | b
+    # A indexes again (its disk back at the path): B's runs stay too
+    shutil.move(path, tmp_path / "b-disk")
+    shutil.move(tmp_path / "a-disk", path)
+    on_machine(monkeypatch, "laptop-a")
+    assert index(db_url, path)["removed"] == 0
+    assert set(run_ids(db_url)) == a | b
+    homes = orjson.loads(cli("sql", "SELECT home, home_machine, count(*) AS n FROM runs_v GROUP BY home, "
+                             "home_machine ORDER BY home_machine", "--json", "--db", db_url).stdout)
+    assert homes == [{"home": str(path), "home_machine": "laptop-a", "n": 3},
+                     {"home": str(path), "home_machine": "laptop-b", "n": 2}]
+
+
+def test_a_reader_or_an_index_naming_a_home_that_is_not_here_removes_nothing(tmp_path, db_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    for _ in range(3):
+        make_run(home)
+    index(db_url, home)
+    gone = tmp_path / "elsewhere"
+    shutil.move(home, gone)  # the home is not on this disk any more (another machine's, a mount)
+    for cmd in (("report", "--json"), ("runs", "--json", "--all"), ("sql", "SELECT 1")):
+        res = cli(*cmd, "--home", str(home), "--db", db_url)
+        assert res.exit_code == 0, (cmd, res.output)
+        assert count(db_url) == 3, cmd
+    # another home's pass leaves the missing home's runs alone
+    other = tmp_path / "other"
+    make_run(other)
+    summary = index(db_url, other)
+    assert summary["removed"] == 0 and count(db_url) == 4
+
+
+def test_rebuild_from_one_machine_rebuilds_only_its_homes(tmp_path, db_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    on_machine(monkeypatch, "laptop-a")
+    mine = tmp_path / "mine"
+    for _ in range(2):
+        make_run(mine)
+    index(db_url, mine)
+    on_machine(monkeypatch, "laptop-b")
+    theirs = tmp_path / "theirs"
+    for _ in range(3):
+        make_run(theirs)
+    index(db_url, theirs)
+    shutil.move(theirs, tmp_path / "b-disk")  # B's home is not on A
+    on_machine(monkeypatch, "laptop-a")
+    make_run(mine)
+    if db_url.startswith("sqlite"):
+        # a rebuilt file is made from this machine's records: it refuses to lose B's home
+        res = cli("index", "--home", str(mine), "--db", db_url, "--rebuild")
+        assert res.exit_code == 1 and "a rebuild from here would lose their runs" in res.stderr
+        assert "ledger homes forget" in res.stderr
+        assert count(db_url) == 5 and count(db_url, "WHERE home_machine = 'laptop-b'") == 3
+        return
+    summary = index(db_url, mine, extra=("--rebuild",))
+    assert summary["rebuilt"] and summary["new"] == 3
+    assert count(db_url) == 6
+    assert count(db_url, "WHERE home_machine = 'laptop-b'") == 3
+
+
+def test_a_home_through_a_copy_and_a_symlink_is_counted_once(tmp_path, db_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    for _ in range(4):
+        make_run(home)
+    index(db_url, home)  # (writes the home's id: the copy carries it)
+    truth = orjson.loads(cli("report", "--json", "--home", str(home), "--db", db_url).stdout)
+    copy = tmp_path / "synced-copy"
+    shutil.copytree(home, copy, symlinks=True, ignore=shutil.ignore_patterns("index.sqlite*"))
+    link = tmp_path / "link"
+    link.symlink_to(home)
+    summary = index(db_url, home, copy, link)
+    assert summary["copies"] == 4
+    assert count(db_url) == 4
+    again = orjson.loads(cli("report", "--json", "--home", str(home), "--db", db_url).stdout)
+    assert again["totals"] == truth["totals"]
+    assert index(db_url, home, copy, link)["copies"] == 0  # nothing re-read
+
+
+def test_a_copy_counts_once_its_first_writer_removed_the_run(tmp_path, db_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    runs = [make_run(home) for _ in range(3)]
+    copy = tmp_path / "copy"
+    index(db_url, home)
+    shutil.copytree(home, copy, ignore=shutil.ignore_patterns("index.sqlite*"))
+    index(db_url, copy)
+    shutil.rmtree(runs[0])  # gone from the first home: the copy holds it now
+    index(db_url, home)
+    assert count(db_url) == 2  # (until the copy's home is indexed)
+    index(db_url, copy)
+    assert sorted(run_ids(db_url)) == sorted(r.name for r in runs)
+    assert count(db_url, f"WHERE run_id = '{runs[0].name}' AND home = '{copy}'") == 1
+
+
+def test_a_copy_with_a_different_manifest_is_shown_not_merged(tmp_path, db_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    run = make_run(home)
+    index(db_url, home)
+    copy = tmp_path / "copy"
+    shutil.copytree(home, copy, ignore=shutil.ignore_patterns("index.sqlite*", "home-id.json"))
+    forged = copy / run.relative_to(home)
+    m = orjson.loads((forged / "manifest.json").read_bytes())
+    m["cwd"] = "/somewhere/else"
+    os.chmod(forged / "manifest.json", 0o600)
+    (forged / "manifest.json").write_bytes(compact(m))
+    summary = index(db_url, copy)
+    assert [p["path"] for p in summary["skipped"]] == [str(forged)]
+    assert "different manifest" in summary["skipped"][0]["reason"]
+    assert count(db_url) == 1 and count(db_url, f"WHERE home = '{home}'") == 1
+    # listed on every pass, like a damaged record
+    assert "different manifest" in index(db_url, copy)["skipped"][0]["reason"]
+
+
+# --------------------------------------------------------------------------------------
+# locks (PostgreSQL)
+
+HOLDER = r"""
+import os, signal, sys
+import sqlalchemy as sa
+from ledger.index import pglocks
+from ledger.index import db as dbmod
+eng = dbmod.engine(sys.argv[1], app_name="ledger index")
+with eng.connect() as conn:
+    with pglocks.held(conn, (pglocks.HOME_NS, int(sys.argv[2])), "home", 5, print):
+        print("held", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)  # a laptop asleep mid-pass
+"""
+
+
+def home_row(db: str, home: Path) -> int:
+    import sqlalchemy as sa
+
+    eng = sa.create_engine(db)
+    with eng.connect() as c:
+        hid = c.execute(sa.text("SELECT home_id FROM homes WHERE path = :p"), {"p": str(home)}).scalar_one()
+    eng.dispose()
+    return hid
+
+
+def test_a_stalled_indexer_blocks_neither_another_home_nor_a_reader(tmp_path, pg_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    a, b = tmp_path / "a", tmp_path / "b"
+    make_run(a)
+    make_run(b)
+    index(pg_url, a)
+    index(pg_url, b)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, pg_url, str(home_row(pg_url, a))], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        make_run(a)
+        make_run(b)
+        t0 = time.monotonic()
+        assert index(pg_url, b)["new"] == 1  # another home: not blocked at all
+        assert time.monotonic() - t0 < 5
+        t0 = time.monotonic()
+        res = cli("index", "--home", str(a), "--db", pg_url, "--lock-timeout", "1")
+        took = time.monotonic() - t0
+        assert res.exit_code == 1 and "\nError: the home " in res.stderr and "Hint:" in res.stderr
+        # who holds it, and how long it was waited for
+        assert "locked by 'ledger index " in res.stderr and "gave up after 1 s" in res.stderr
+        assert took < 6, took
+        t0 = time.monotonic()
+        res = cli("report", "--json", "--home", str(a), "--db", pg_url)
+        assert res.exit_code == 0, res.output
+        assert "it may be stale" in res.stderr and "locked by" in res.stderr
+        assert time.monotonic() - t0 < 12
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+    # the holder's connection ended: the lock is free again
+    assert index(pg_url, a, extra=("--lock-timeout", "10"))["new"] == 1
