@@ -265,6 +265,10 @@ def open_store(dest: str | os.PathLike[str], home: str | os.PathLike[str] | None
             raise LedgerError(f"{d} is a ledger home, not a record store", hint=STORE_HINT)
         if names:
             raise LedgerError(f"{d} is not empty and is not a ledger record store (no {STORE_FILE})", hint=STORE_HINT)
+        if not os.path.isdir(os.path.dirname(d)):
+            # (no `mkdir -p`: a share that is not mounted must not become a local directory tree)
+            raise LedgerError(f"cannot create the store {d}: {os.path.dirname(d)} does not exist",
+                              hint="check that the share is mounted, or create the directory first")
         _mkdirs(d)
         _link_new(marker, json.dumps({"schema_version": STORE_VERSION, "kind": STORE_KIND}).encode() + b"\n")
     store_homes(d)  # (the marker is ledger's, of a layout this version writes)
@@ -745,12 +749,9 @@ class _Pusher:
             if item.rel.endswith(".json") and not _whole_json(src, size):
                 self.s.waiting += 1  # (a receipt being written: whole on the next push)
                 return "waiting"
-        if end == 0 and item.kind in (LINES, FRAMES):
-            if size:
-                self.s.waiting += 1  # (only a torn first line or frame so far)
-                return "waiting"
-            self.s.unchanged += 1  # (an empty log: nothing to hold)
-            return "unchanged"
+        if end == 0 and size and item.kind in (LINES, FRAMES):
+            self.s.waiting += 1  # (only a torn first line or frame so far)
+            return "waiting"
         self.end = end
         self._copy_new(src, end, target)
         self.s.copied += 1

@@ -330,6 +330,9 @@ def test_refused_destinations(home, tmp_path, monkeypatch):
     assert "not empty and is not a ledger record store" in res.stderr and "Hint: choose an empty directory" in res.stderr
     assert sorted(os.listdir(busy)) == ["README"]
     assert not (home / "backup").exists()
+    res = run("push", "--to", str(tmp_path / "not-mounted" / "store"), code=1)
+    assert "does not exist" in res.stderr and "Hint: check that the share is mounted" in res.stderr
+    assert not (tmp_path / "not-mounted").exists()
 
     # $LEDGER_STORE is the default destination; an empty directory becomes a store
     empty = tmp_path / "empty"
@@ -392,3 +395,19 @@ def test_a_push_reads_only_what_changed_since_the_last_one_and_full_reads_all(fi
     assert push(filled, store)["conflicts"] == []
     res = run("push", "--home", str(filled), "--to", str(store), "--full", "--json", code=1)
     assert [c["path"] for c in json.loads(res.stdout)["conflicts"]] == [str(m.relative_to(filled))]
+
+
+def test_two_pushes_of_one_home_at_once_the_second_stops(home, tmp_path):
+    import fcntl
+
+    make_run(home)
+    store = tmp_path / "store"
+    push(home, store)
+    fd = os.open(store_home(store, home) / ".push.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # (a push at work)
+        res = run("push", "--home", str(home), "--to", str(store), code=1)
+        assert "another `ledger push` of this home" in res.stderr and "Hint: wait for it" in res.stderr
+    finally:
+        os.close(fd)
+    assert push(home, store)["conflicts"] == []
