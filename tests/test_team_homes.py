@@ -236,3 +236,79 @@ def test_a_stalled_indexer_blocks_neither_another_home_nor_a_reader(tmp_path, pg
         holder.wait(timeout=10)
     # the holder's connection ended: the lock is free again
     assert index(pg_url, a, extra=("--lock-timeout", "10"))["new"] == 1
+
+
+# --------------------------------------------------------------------------------------
+# ledger homes list|forget
+
+
+def test_homes_are_listed_and_forgotten_only_when_asked(tmp_path, db_url, monkeypatch):
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    a, b = tmp_path / "a", tmp_path / "b"
+    runs_a = [make_run(a) for _ in range(2)]
+    make_run(b)
+    index(db_url, a, b)
+    copy = tmp_path / "a-copy"
+    shutil.copytree(a, copy, ignore=shutil.ignore_patterns("index.sqlite*"))
+    index(db_url, copy)
+    listed = orjson.loads(cli("homes", "list", "--json", "--db", db_url).stdout)
+    assert [(h["path"], h["runs"], h["copies"], h["here"]) for h in listed] == [
+        (str(a), 2, 0, True), (str(b), 1, 0, True), (str(copy), 0, 2, True)]
+    assert listed[0]["home_id"] == listed[2]["home_id"]  # the copy carries the home's id
+    shutil.rmtree(a)  # gone from this disk: still in the index
+    index(db_url, b)
+    assert count(db_url) == 3
+    res = cli("homes", "forget", listed[0]["home_id"], "--db", db_url)  # the id names two rows
+    assert res.exit_code == 1 and "names 2 homes" in res.stderr and "Hint:" in res.stderr
+    res = cli("homes", "forget", str(listed[0]["id"]), "--db", db_url, "--json")
+    assert res.exit_code == 0, res.output
+    assert orjson.loads(res.stdout)["runs"] == 2
+    assert count(db_url) == 1
+    index(db_url, copy)  # the copies are released: the copy's home counts them now
+    assert sorted(run_ids(db_url)) == sorted([r.name for r in runs_a] + run_ids_of(b))
+    res = cli("homes", "forget", "/no/such/home", "--db", db_url)
+    assert res.exit_code == 1 and res.stderr.startswith("Error: no home") and "ledger homes list" in res.stderr
+    for width in ("80", "250"):
+        monkeypatch.setenv("COLUMNS", width)
+        table = cli("homes", "list", "--db", db_url)
+        assert table.exit_code == 0 and "Traceback" not in table.output
+        assert max(len(line) for line in table.stdout.splitlines()) <= int(width)
+        first = table.stdout.splitlines()[3].split()  # (header, rule; a blank line first)
+        assert first[:4] == [str(listed[1]["id"]), "1", "0", "yes"]  # the id is whole, first
+    assert str(b) in table.stdout
+
+
+def run_ids_of(home: Path) -> list[str]:
+    return [p.name for p in (home / "runs").glob("*/*")]
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_select_only_role_reads_everything(tmp_path, pg_url, monkeypatch, backend):
+    """An analyst with SELECT only: report, sql, runs and show answer (from the index as it is)."""
+    import uuid
+
+    import psycopg
+
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    run = make_run(home)
+    index(pg_url, home)
+    role = f"ledger_ro_{uuid.uuid4().hex[:8]}"
+    admin_url = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin_url, autocommit=True) as con:
+        con.execute(f'CREATE ROLE "{role}" LOGIN')
+        con.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        con.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+    try:
+        ro = pg_url.replace("postgres@", f"{role}@", 1)
+        for cmd in (("report", "--json"), ("runs", "--json", "--all"), ("show", run.name, "--json"),
+                    ("sql", "SELECT count(*) AS n FROM runs_v", "--json"), ("homes", "list", "--json")):
+            res = cli(*cmd, "--home", str(home), "--db", ro)
+            assert res.exit_code == 0, (cmd, res.output)
+            assert "Traceback" not in res.output
+        res = cli("homes", "forget", "1", "--home", str(home), "--db", ro)
+        assert res.exit_code == 1 and res.stderr.startswith("Error: ")
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as con:
+            con.execute(f'DROP OWNED BY "{role}"')
+            con.execute(f'DROP ROLE "{role}"')

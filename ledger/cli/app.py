@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from ledger.cli import run_cmd, runs_cmd
-from ledger.cli import db_cmd, import_cmd, index_cmd, sql_cmd
+from ledger.cli import db_cmd, homes_cmd, import_cmd, index_cmd, sql_cmd
 from ledger.cli import report_cmd
 from ledger.cli import verify_cmd
 from ledger.cli import demo_cmd, push_cmd
@@ -88,6 +88,7 @@ app.command("verify")(verify_cmd.verify)
 app.command("demo")(demo_cmd.demo)
 app.command("push")(push_cmd.push)
 app.add_typer(db_cmd.app, name="db")
+app.add_typer(homes_cmd.app, name="homes")
 
 
 def main() -> None:

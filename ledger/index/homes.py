@@ -80,3 +80,64 @@ def register(conn: Any, loc: Location, home_id: int | None = None) -> int:
         values["home_id"] = home_id
     conn.execute(sa.insert(homes_t).values(**values))
     return conn.execute(sa.select(homes_t.c.home_id).where(_match(loc))).scalar_one()
+
+
+# --------------------------------------------------------------------------------------
+# `ledger homes list|forget`: a home leaves an index only when someone says so
+
+
+def listing(conn: Any) -> list[dict[str, Any]]:
+    """Every home of the index with its runs (counted rows) and copies (kept out as another
+    home's), oldest first. `here`: this machine holds it at that path."""
+    from ledger.index.models import IndexCursor, Run
+
+    c, r, cur = homes_t.c, Run.__table__, IndexCursor.__table__
+    runs = dict(conn.execute(sa.select(r.c.home_id, sa.func.count()).group_by(r.c.home_id)).fetchall())
+    held = dict(conn.execute(sa.select(cur.c.home_id, sa.func.count()).where(cur.c.status == "copy")
+                             .group_by(cur.c.home_id)).fetchall())
+    mine = machine_id()
+    out = []
+    for hid, uid, machine, path, added, last in conn.execute(
+            sa.select(c.home_id, c.uid, c.machine, c.path, c.added_at, c.last_indexed_at).order_by(c.home_id)):
+        out.append({"id": hid, "home_id": uid, "machine": machine, "path": path, "runs": runs.get(hid, 0),
+                    "copies": held.get(hid, 0), "added_at": _iso(added), "last_indexed_at": _iso(last),
+                    "here": machine in (None, mine) and os.path.isdir(path)})
+    return out
+
+
+def _iso(v: Any) -> str | None:
+    if v is None:
+        return None
+    from datetime import timezone
+
+    if v.tzinfo is None:
+        v = v.replace(tzinfo=timezone.utc)
+    return v.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def select_rows(conn: Any, selector: str) -> list[int]:
+    """The rows a `forget` selector names: the row number (`id`), the home's id, or a path."""
+    c = homes_t.c
+    if selector.isdigit():
+        return [r[0] for r in conn.execute(sa.select(c.home_id).where(c.home_id == int(selector)))]
+    rows = [r[0] for r in conn.execute(sa.select(c.home_id).where(c.uid == selector).order_by(c.home_id))]
+    if rows:
+        return rows
+    path = os.path.abspath(selector)
+    return [r[0] for r in conn.execute(sa.select(c.home_id).where(
+        sa.or_(c.path == path, c.path == os.path.realpath(path))).order_by(c.home_id))]
+
+
+def forget(conn: Any, home_id: int) -> int:
+    """Remove one home row and everything indexed from it (its records are not touched);
+    the copies other homes hold of its runs are read again by their next pass. Returns the
+    number of runs that were counted from it."""
+    from ledger.index.copies import release
+    from ledger.index.models import Run
+
+    r = Run.__table__
+    n = conn.execute(sa.select(sa.func.count()).select_from(r).where(r.c.home_id == home_id)).scalar_one()
+    release(conn, home_id, sa.select(r.c.run_id).where(r.c.home_id == home_id))
+    dbmod.clear_home_rows(conn, [home_id])
+    conn.execute(sa.delete(homes_t).where(homes_t.c.home_id == home_id))
+    return int(n)
