@@ -111,31 +111,44 @@ def test_liveness_changes_reach_the_report(home, db_url):
     assert rep.totals["abandoned"] == 1
 
 
-def test_a_run_written_with_an_older_timestamp_is_reconciled(home, db_url):
-    """Another machine with a slow clock indexes a run into a shared index: its indexed_at is
-    older than our high-water mark, but the run count gives it away."""
+def test_a_run_written_with_an_older_timestamp_is_synced_and_a_missed_change_reconciled(home, db_url):
+    """Another machine with a slow clock indexes a run into a shared index: the change log
+    hands it to the sync whatever its indexed_at (tests/test_report_clock.py). A change that
+    missed the log (written with the triggers off) is still given away by the run count."""
     from datetime import datetime, timezone
 
     from ledger.index.models import Run
 
     runs = Run.__table__
+    other = "run_" + "ab" * 16
     make(home, "2026-03-08T10:00:00Z", [claude_stream()])
     index_homes([home], db_url)
     _sync(db_url)
-    with writing(db_url) as conn:
-        row = dict(conn.execute(sa.select(runs)).mappings().one())
-        row.update(run_id="run_" + "ab" * 16, indexed_at=datetime(2001, 1, 1, tzinfo=timezone.utc))
-        conn.execute(sa.insert(runs), [row])
-    stats, est = _sync(db_url)
-    assert stats.checked == 0 and stats.reconciled and stats.rebuilt == 1
-    rows, rep = _runs(db_url)
-    assert "run_" + "ab" * 16 in rows and rep.totals["runs"] == 2
-    # and a run deleted from the index leaves the report the same way
-    with writing(db_url) as conn:
-        conn.execute(sa.delete(runs).where(runs.c.run_id == "run_" + "ab" * 16))
-    stats, _ = _sync(db_url)
-    assert stats.reconciled and stats.removed == 1
-    assert _runs(db_url)[1].totals["runs"] == 1
+
+    def add(clear_log: bool) -> None:
+        with writing(db_url) as conn:
+            row = dict(conn.execute(sa.select(runs)).mappings().first())
+            row.update(run_id=other, indexed_at=datetime(2001, 1, 1, tzinfo=timezone.utc))
+            conn.execute(sa.insert(runs), [row])
+            if clear_log:
+                conn.exec_driver_sql("DELETE FROM report_changes")
+
+    def remove(clear_log: bool) -> None:
+        with writing(db_url) as conn:
+            conn.execute(sa.delete(runs).where(runs.c.run_id == other))
+            if clear_log:
+                conn.exec_driver_sql("DELETE FROM report_changes")
+
+    for missed in (False, True):
+        add(missed)
+        stats, est = _sync(db_url)
+        assert stats.rebuilt == 1 and stats.reconciled == missed and stats.checked == (0 if missed else 1)
+        rows, rep = _runs(db_url)
+        assert other in rows and rep.totals["runs"] == 2
+        remove(missed)  # and a run deleted from the index leaves the report the same way
+        stats, _ = _sync(db_url)
+        assert stats.removed == 1 and stats.reconciled == missed
+        assert _runs(db_url)[1].totals["runs"] == 1
 
 
 @pytest.mark.parametrize("mode", ["auto", "estimated"])

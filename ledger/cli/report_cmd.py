@@ -55,6 +55,7 @@ def report(
     csv_: CsvOpt = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML page with charts (needs the html extra: pip install 'ledger\\[html]').", show_default=False, metavar="PATH")] = None,
     open_: Annotated[bool, typer.Option("--open", help="Open the --html page in the browser.", metavar="")] = False,
+    resync: Annotated[bool, typer.Option("--resync", help="Rebuild the report's tables from the index first (every run re-read and re-priced; see docs/report.md).", metavar="")] = False,
 ) -> None:
     """Tokens, cost and outcomes of runs, grouped by day, week, month, run, model, skill, subject...
 
@@ -108,9 +109,9 @@ def report(
     if html is not None:
         from ledger.report.html import write_report
 
-        rep, page = write_report(resolve_home(home), db, q, html, notify=err)
+        rep, page = write_report(resolve_home(home), db, q, html, notify=err, resync=resync)
     else:
-        rep = build_report(resolve_home(home), db, q, notify=err)
+        rep = build_report(resolve_home(home), db, q, notify=err, resync=resync)
     from ledger.report import render
 
     for line in render.warnings(rep):

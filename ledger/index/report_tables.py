@@ -29,7 +29,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, SmallInteger, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ledger.index.models import REPORT_VIEWS, Base, Run  # noqa: F401 - REPORT_VIEWS re-exported
+from ledger.index.models import REPORT_VIEWS, Base  # noqa: F401 - REPORT_VIEWS re-exported
 
 SLOT_SECONDS = 900  # the clustering slot: every zone offset in use today is a multiple of 15 min
 
@@ -206,7 +206,7 @@ _measures(ReportDay, RUN_MEASURES + MODEL_MEASURES)
 
 
 class ReportState(Base):
-    """Key/value bookkeeping of the facts sync (`synced_indexed_at`, `price_version`)."""
+    """Key/value bookkeeping of the facts sync (`price_version`, `fact_runs`, `fact_rules`)."""
 
     __tablename__ = "report_state"
 
@@ -214,7 +214,27 @@ class ReportState(Base):
     value: Mapped[str | None] = mapped_column(Text)
 
 
-# The sync finds runs written since it last looked through this index on the index's table.
-RUNS_INDEXED_AT = Index("ix_runs_indexed_at", Run.__table__.c.indexed_at)
+class ReportChange(Base):
+    """The change log of `runs` (migration `0007_report_changes`): one row per run inserted,
+    updated or deleted, written by triggers on `runs` in the writer's own transaction, and
+    consumed (deleted) by the sync, which rebuilds the facts of exactly those runs.
 
-REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_state")
+    Why not a timestamp: `runs.indexed_at` comes from each indexing machine's clock, so a
+    machine whose clock is behind (or an index pass that commits after a later one) wrote
+    rows older than what the sync had already seen, and they were never reported (issue
+    11). A row here is visible to the sync exactly when the run's new row is (same
+    transaction), whatever any clock says, and whatever code wrote `runs` (the indexer's
+    batches, COPY, the imported sessions, a hand-written UPDATE). `seq` only orders the log."""
+
+    __tablename__ = "report_changes"
+
+    seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+                                     autoincrement=True)
+    home_id: Mapped[int] = mapped_column(Integer)
+    run_id: Mapped[str] = mapped_column(Text)
+
+
+# the triggers that fill report_changes (created by migration 0007; the sync checks they exist)
+CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
+
+REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_state", "report_changes")

@@ -37,14 +37,14 @@ def plotly_js() -> str:
 
 
 def write_report(home: str | Path, db: str | None, q: ReportQuery, path: str | Path,
-                 notify: Callable[[str], None] = lambda _msg: None) -> tuple[Report, Path]:
+                 notify: Callable[[str], None] = lambda _msg: None, resync: bool = False) -> tuple[Report, Path]:
     """`ledger report ... --html PATH`: the page's reports (one snapshot), written to `path`.
     Returns the report itself (its warnings are the CLI's) and the page's path."""
     from ledger.report.service import build_reports
 
     js = plotly_js()  # a missing extra is said before any work
     queries = page_queries(q)
-    reports = dict(zip(queries, build_reports(home, db, list(queries.values()), notify=notify)))
+    reports = dict(zip(queries, build_reports(home, db, list(queries.values()), notify=notify, resync=resync)))
     return reports["report"], write_page(path, page_document(reports), js)
 
 

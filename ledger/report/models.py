@@ -3,14 +3,15 @@
 the report (the layers in pyproject.toml)."""
 
 from ledger.index.report_tables import (  # noqa: F401 - re-exported
+    CHANGE_TRIGGERS,
     ESTIMATED,
     MIXED,
     MODEL_MEASURES,
     REPORTED,
     REPORT_TABLES,
     REPORT_VIEWS,
-    RUNS_INDEXED_AT,
     RUN_MEASURES,
+    ReportChange,
     ReportDay,
     ReportFact,
     ReportSlot,

@@ -48,14 +48,15 @@ def query(url: str, q: ReportQuery) -> Report:
         return run_report(conn, q)
 
 
-def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *, notify: Notify = _quiet) -> Report:
-    return build_reports(home, db, [q], notify=notify)[0]
+def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *, notify: Notify = _quiet,
+                 resync: bool = False) -> Report:
+    return build_reports(home, db, [q], notify=notify, resync=resync)[0]
 
 
 def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[ReportQuery], *,
-                  notify: Notify = _quiet) -> list[Report]:
+                  notify: Notify = _quiet, resync: bool = False) -> list[Report]:
     """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
-    one read transaction."""
+    one read transaction. `resync` rebuilds the report's tables whole (`--resync`)."""
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes
 
@@ -71,7 +72,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
 
     def read() -> list[Report]:
         try:
-            sync(url, notify=notify)
+            sync(url, full=resync, notify=notify)
         except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
             from ledger.index.ops import read_only_failure
 

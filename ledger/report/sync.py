@@ -4,17 +4,22 @@ A sync runs before every report (after the index itself is brought up to date), 
 write transaction:
 
 1. If the price data changed (`ledger.pricing.price_data_version()` differs from the one
-   the facts were priced with) or nothing was synced yet, every run is rebuilt.
-2. Otherwise the candidates are: runs written by the indexer since the last sync
-   (`runs.indexed_at` >= the last sync's high-water mark minus MARGIN, through
-   `ix_runs_indexed_at`, skipped when nothing was written; index passes are serialised, so
-   their timestamps grow in commit order, and the margin absorbs clock jitter between
-   machines sharing a PostgreSQL index), and the runs the facts hold as running (the
-   indexer turns running into abandoned in place, without a new timestamp). One
-   set-based query each compares a candidate's (indexed_at, state) with its facts'.
+   the facts were priced with), the facts' rules changed, nothing was synced yet, or
+   `full` (`ledger report --resync`), every run is rebuilt.
+2. Otherwise the runs to rebuild are those in the change log, `report_changes`: triggers
+   on `runs` add a run's key there in the same transaction that inserts, updates or
+   deletes its row (migration 0007). The sync deletes the log rows it sees (DELETE ...
+   RETURNING, so nothing is deleted unseen) and rebuilds those runs. No clock is involved:
+   a run indexed by a machine whose clock is behind, or by a pass that commits after a
+   later one, is logged when it commits, and a transaction still open at the sync leaves
+   its rows for the next one. The runs the facts hold as running are compared too (cheap,
+   and kept in case a change ever reaches `runs` without the triggers).
 3. Then the number of runs must equal the number of runs in the facts (kept in
-   report_state, recounted only after a change); if not (a run was removed, or written
-   with an older timestamp), a full anti-join reconciles both ways.
+   report_state, recounted only after a change); if not, a full anti-join reconciles both
+   ways (a safety net: the log already covers removed runs).
+
+If the triggers are missing (a copy of the table made without them), every sync is a full
+one, and says so.
 
 Rebuilding a run re-prices a (run, model) row only when its usage fingerprint (a hash of
 its streams' counters, costs and receipts) or the price data version changed; otherwise
@@ -25,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
@@ -35,11 +39,12 @@ from ledger.report.buckets import epoch
 from ledger.records.costbasis import receipt_cost
 from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known
 from ledger.report.models import (
-    ESTIMATED, MODEL_MEASURES, REPORTED, RUN_MEASURES, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot, ReportState,
+    CHANGE_TRIGGERS, ESTIMATED, MODEL_MEASURES, REPORTED, RUN_MEASURES, SLOT_SECONDS, ReportChange, ReportDay,
+    ReportFact, ReportSlot, ReportState,
 )
 
-MARGIN = timedelta(seconds=2)
 BATCH = 1000
+CHANGES_CHUNK = 20_000  # change-log rows taken per statement (memory stays flat after a big pass)
 PG_LOCK_KEY = 0x4C445250  # "LDRP": one report sync at a time on a shared PostgreSQL index
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
@@ -51,6 +56,7 @@ facts_t = ReportFact.__table__
 slots_t = ReportSlot.__table__
 days_t = ReportDay.__table__
 state_t = ReportState.__table__
+changes_t = ReportChange.__table__
 SLOTS_PER_DAY = 86400 // SLOT_SECONDS
 
 Estimator = Callable[[str | None, str | None, Mapping[str, Any]], "tuple[float | None, str | None]"]
@@ -452,6 +458,9 @@ def _full(conn: Any, builder: FactBuilder, notify: Callable[[str], None] | None)
             notify(f"ledger: pricing {total:,} runs for reports ({builder.price_version}); "
                    "this happens once, later reports reuse the estimates")
     conn.execute(sa.delete(facts_t))
+    # (before the runs are read: a change committed after this statement stays logged and is
+    # rebuilt by the next sync, one committed before it is read below)
+    conn.execute(sa.delete(changes_t))
     r = runs_t.c
     unused: set[int] = set()  # the rollups are rebuilt whole after a full sync
     for (home_id,) in conn.execute(sa.select(homes_t.c.home_id).order_by(homes_t.c.home_id)).fetchall():
@@ -468,31 +477,55 @@ def _full(conn: Any, builder: FactBuilder, notify: Callable[[str], None] | None)
             unused.clear()
 
 
-def _changed(conn: Any, since: datetime | None) -> tuple[list[tuple[int, str]], int]:
-    """Runs whose row differs from what their facts were built from, among the candidates:
-    runs written since `since` (None: nothing was written since the last sync) and runs
-    the facts hold as running (the indexer turns running into abandoned in place, without
-    a new timestamp; an abandoned run stays abandoned until its record changes).
-    Returns (changed keys, candidates checked). Set-based: one indexed query each."""
+def _logged(conn: Any) -> Iterable[list[tuple[int, str]]]:
+    """Take the change log: each chunk's rows are deleted and their run keys returned in one
+    statement (DELETE ... RETURNING), so a row is gone only once the sync has it; a row of
+    a transaction still open is neither seen nor deleted. Stops after the rows there were
+    when it began (a busy team's indexers cannot keep one sync going)."""
+    c = changes_t.c
+    top = conn.execute(sa.select(sa.func.max(c.seq))).scalar()
+    if top is None:
+        return
+    while True:
+        chunk = sa.select(c.seq).where(c.seq <= top).order_by(c.seq).limit(CHANGES_CHUNK)
+        rows = conn.execute(sa.delete(changes_t).where(c.seq.in_(chunk.scalar_subquery()))
+                            .returning(c.home_id, c.run_id)).fetchall()
+        if rows:
+            yield sorted({(h, rid) for h, rid in rows})
+        if len(rows) < CHANGES_CHUNK:
+            return
+
+
+def _running_changed(conn: Any) -> tuple[list[tuple[int, str]], int]:
+    """Runs the facts hold as running whose row differs from what the facts were built from
+    (the indexer turns running into abandoned in place; the log sees that UPDATE too, this
+    is the net under it). Returns (changed keys, candidates checked). One indexed query."""
     r, f = runs_t.c, facts_t.c
     keys: set[tuple[int, str]] = set()
     checked = 0
-    differs = sa.or_(f.run_id.is_(None), r.run_id.is_(None), f.indexed_at != r.indexed_at, f.state != r.state,
+    differs = sa.or_(r.run_id.is_(None), f.indexed_at != r.indexed_at, f.state != r.state,
                      sa.cast(r.settled, sa.Integer) != f.settled)
-    queries = []
-    if since is not None:
-        join = sa.and_(f.home_id == r.home_id, f.run_id == r.run_id, f.first == 1)
-        queries.append(sa.select(r.home_id, r.run_id, differs).select_from(runs_t.outerjoin(facts_t, join))
-                       .where(r.indexed_at >= since))
     join = sa.and_(r.home_id == f.home_id, r.run_id == f.run_id)
-    queries.append(sa.select(f.home_id, f.run_id, differs).select_from(facts_t.outerjoin(runs_t, join))
-                   .where(f.settled == 0, f.first == 1, f.state != "abandoned"))
-    for q in queries:
-        for h, rid, d in conn.execute(q):
-            checked += 1
-            if d:
-                keys.add((h, rid))
+    q = (sa.select(f.home_id, f.run_id, differs).select_from(facts_t.outerjoin(runs_t, join))
+         .where(f.settled == 0, f.first == 1, f.state != "abandoned"))
+    for h, rid, d in conn.execute(q):
+        checked += 1
+        if d:
+            keys.add((h, rid))
     return sorted(keys), checked
+
+
+def has_change_triggers(conn: Any) -> bool:
+    """Whether the triggers filling report_changes are on `runs` (a copy of the table made
+    without them, e.g. by a hand-made SQLite table rebuild, would log nothing)."""
+    names = list(CHANGE_TRIGGERS)
+    if conn.dialect.name == "postgresql":
+        q = sa.text("SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass('runs') "
+                    "AND tgname = ANY(:names) AND tgenabled <> 'D'").bindparams(names=names)
+    else:
+        q = sa.text("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'runs' "
+                    "AND name IN (:a, :b, :c)").bindparams(a=names[0], b=names[1], c=names[2])
+    return conn.execute(q).scalar_one() == len(names)
 
 
 def _reconcile(conn: Any, builder: FactBuilder, touched: set[int]) -> None:
@@ -527,34 +560,35 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
     state = _get_state(conn)
-    high = conn.execute(sa.select(sa.func.max(runs_t.c.indexed_at))).scalar()
-    if high is not None and high.tzinfo is None:
-        high = high.replace(tzinfo=timezone.utc)
-    mark = state.get("synced_indexed_at")
-    new_mark = high.isoformat() if high is not None else mark
     fact_runs = state.get("fact_runs")
     touched: set[int] = set()
-    if (full or state.get("price_version") != pv or mark is None or fact_runs is None
+    logged = has_change_triggers(conn)
+    if not logged and notify is not None:
+        notify("ledger: the index's change log triggers on `runs` (migration 0007) are missing, so every report "
+               "rebuilds its tables (slow); fix: ledger index --rebuild (on PostgreSQL, into an empty database)")
+    if (full or not logged or state.get("price_version") != pv or fact_runs is None
             or state.get("fact_rules") != FACT_RULES):
         stats.full = True
         _full(conn, builder, notify)
     else:
-        # nothing written since the last sync: only the running runs need a look
-        since = None if new_mark == mark else datetime.fromisoformat(mark) - MARGIN
-        changed, stats.checked = _changed(conn, since)
-        _rebuild(conn, builder, changed, touched)
+        for keys in _logged(conn):
+            stats.checked += len(keys)
+            _rebuild(conn, builder, keys, touched)
+        running, checked = _running_changed(conn)
+        stats.checked += checked
+        _rebuild(conn, builder, running, touched)
     if stats.full:
         fact_runs = str(_count_fact_runs(conn))
     else:
         fact_runs = str(int(fact_runs) + stats.fact_runs_delta)
     if _count_runs(conn) != int(fact_runs):
-        _reconcile(conn, builder, touched)  # a run removed, or written with an older timestamp
+        _reconcile(conn, builder, touched)  # (the log covers removals: a safety net)
         fact_runs = str(_count_fact_runs(conn))
     if stats.full:
         refresh_rollups(conn, None)
     elif touched:
         refresh_rollups(conn, touched)
-    new_state = {"synced_indexed_at": new_mark, "price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES}
+    new_state = {"price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES}
     if {k: state.get(k) for k in new_state} != new_state:
         _set_state(conn, new_state)
     stats.seconds = time.perf_counter() - t0
