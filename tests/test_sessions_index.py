@@ -279,3 +279,23 @@ def test_a_hostile_session_id_gets_an_id_that_can_be_pasted(home, tmp_path):
     assert shown["provider_session_id"] == evil  # the agent's own id, verbatim
     table = cli("runs", "--all", "--db", db).stdout
     assert "\x1b" not in table
+
+
+def test_the_same_sessions_imported_into_two_homes_are_counted_once(home, tmp_path, db_url, monkeypatch):
+    """Issue 11: two homes (a laptop's, its synced copy, a second home on the same machine)
+    importing the same client logs into one index: each session is counted once."""
+    h = codexhistory.generate(tmp_path / "codex", threads=6, seed=5)
+    truth = h.truth(("day", "model"))
+    other = tmp_path / "second-home"
+    cli("import", "codex", "--from", str(tmp_path / "codex"))
+    monkeypatch.setenv("LEDGER_HOME", str(other))
+    cli("import", "codex", "--from", str(tmp_path / "codex"))
+    cli("index", "--home", str(home), "--home", str(other), "--db", db_url)
+    tokens = per_day_model(report(db_url, "daily", "--breakdown", "--home", str(home)))
+    assert set(tokens) == set(truth)
+    for key, want in truth.items():
+        for c in TOKENS:
+            assert tokens[key][c] == want[c], (key, c)
+    rows = json.loads(cli("sql", "SELECT home, count(*) AS n FROM runs_v GROUP BY home", "--json",
+                          "--db", db_url).stdout)
+    assert [r["home"] for r in rows] == [str(home)]  # the first home counts them all, the second none

@@ -430,6 +430,7 @@ class LogPass:
             conn.execute(sa.delete(sessions_t).where(sessions_t.c.home_id == h, sessions_t.c.row_id.in_(chunk)))
         if not write:
             return
+        elsewhere = _held_elsewhere(conn, h, [rid for rid, _, _ in write])
         price = _Pricer(src.spec.provider)
         runs, streams, tools, logs = [], [], [], []
         for rid, s, fp in write:
@@ -443,6 +444,8 @@ class LogPass:
                 continue  # the run record is the evidence: counted once, as the run
             if not s.streams:
                 continue  # no API response, no cost (a prompt never sent): listed, not a run
+            if rid in elsewhere:
+                continue  # another home imported the same session first: counted there (issue 11)
             run, st_rows = self._rows(h, rid, s, main, price, now)
             runs.append(run)
             streams.extend(st_rows)
@@ -600,3 +603,22 @@ def _fingerprint(s: _Session, linked: str | None, version: str) -> int:
         h.update(orjson.dumps([list(key), st.model, st.n, [st.counters[k] for k in COUNTERS], st.cost, st.receipt,
                                [[c.get(k) for k in COUNTERS] for c in st.priced]]))
     return int.from_bytes(h.digest()[:8], "big", signed=True)
+
+
+def _held_elsewhere(conn: Any, h: int, rids: list[str]) -> set[str]:
+    """The sessions of `rids` another home of the index already counts (the same client logs
+    imported into two homes, a home and its copy): a session is counted once."""
+    from ledger.index import pglocks
+
+    if not rids:
+        return set()
+    if conn.dialect.name == "sqlite" and conn.execute(sa.text("SELECT count(*) FROM homes")).scalar_one() < 2:
+        return set()
+    if conn.dialect.name == "postgresql":
+        pglocks.lock_copies(conn, rids)
+    r = runs_t.c
+    out: set[str] = set()
+    for i in range(0, len(rids), LINK_CHUNK):
+        out.update(row[0] for row in conn.execute(
+            sa.select(r.run_id).where(r.home_id != h, r.run_id.in_(rids[i:i + LINK_CHUNK])).distinct()))
+    return out
