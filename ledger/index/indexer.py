@@ -287,6 +287,12 @@ class Indexer:
                     found.write_state(lambda table, rows: insert_dicts(conn, table, rows, encode))
                 conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
                              .values(last_indexed_at=dbmod.now_utc()))
+        elif conn.dialect.name != "sqlite":
+            # a shared index: `ledger homes list` shows when each home last synced, changes or
+            # not (the server's clock: client clocks disagree)
+            with self._txn(conn):
+                conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
+                             .values(last_indexed_at=sa.func.now()))
 
     def _flush(self, conn: Any, home_id: int, source: Source, batch: list[Work], found: Any) -> None:
         """Start folding a batch and write the previous one (pipelined: the workers read and

@@ -158,12 +158,33 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     except Exception as exc:  # noqa: BLE001 - only a failure to write is answered here
         why = read_only_failure(exc)
         if why is None:
+            _raise_server_failure(exc, url)
             raise
         summary = _unwritable(url, why.strip().splitlines()[0], stale_ok, notify)
         summary.homes = homes_abs
     summary.db = dbmod.redact_url(url)
     summary.seconds = time.perf_counter() - t0  # everything: checks, migrations, swap included
     return summary
+
+
+def _raise_server_failure(exc: BaseException, url: str) -> None:
+    """A server database failing mid-pass (connection lost, backend terminated, a constraint
+    refusing a row) is an Error naming the URL and the server's first line, never a traceback
+    carrying the batch's rows. Every batch is committed with its cursors, so a pass that
+    stopped resumes where it was."""
+    if dbmod.is_sqlite(url):
+        return
+    import sqlalchemy.exc as sa_exc
+
+    if not isinstance(exc, sa_exc.DBAPIError):
+        return
+    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["(no message)"])[0]
+    lost = isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)) or exc.connection_invalidated
+    what = "lost the connection to the index" if lost else "the index refused a write:"
+    raise IndexError_(f"{what} {dbmod.redact_url(url)}{':' if lost else ''} {first}",
+                      hint="check the server and run `ledger index` again: what was written is kept and the "
+                           "pass resumes where it stopped" + ("" if lost else "; `ledger db check` checks the schema")
+                      ) from None
 
 
 def _refresh_archive(home: str, notify: Notify) -> None:
