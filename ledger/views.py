@@ -85,7 +85,7 @@ def indexed_runs(home: Path, db: str | None, all_: bool, notify: Any,
 def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: datetime | None = None,
                       filters: Any = None) -> Any:
     """`indexed_runs` with filters (ledger.records.selection.RunFilter); a Selection."""
-    from ledger.index import ops, queries
+    from ledger.index import ops, queries, rawread
     from ledger.records.selection import select
     from ledger.store import expand_homes, single_home
 
@@ -96,8 +96,8 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
 
     def read() -> Any:
         # the rule picks among light candidates; only the runs it shows become full snapshots
-        with ops.reading(url) as conn:
-            hid = ops.home_id(conn, home)
+        with rawread.reading(url) as conn:  # (the driver: no SQLAlchemy, issue 10)
+            hid = rawread.home_id(conn, home)
             sel = select(queries.list_candidates(conn, hid, wide, now), all_, now, filters)
             if hid is not None:
                 sel.runs = queries.snapshots_of(conn, hid, sel.runs)
@@ -108,14 +108,14 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
 
 def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSnapshot:
     """`ledger show` through the index (the selector resolves by the records' prefix rules)."""
-    from ledger.index import ops, queries
+    from ledger.index import ops, queries, rawread
     from ledger.store import expand_homes, single_home
 
     store, home = home, single_home(home, "show")
     url = _index(store, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg))
 
     def read() -> RunSnapshot:
-        with ops.reading(url) as conn:
-            return queries.get_run(conn, ops.home_id(conn, home), selector)
+        with rawread.reading(url) as conn:
+            return queries.get_run(conn, rawread.home_id(conn, home), selector)
 
     return ops.read_repairing(expand_homes([store]), url, read, notify)

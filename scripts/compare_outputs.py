@@ -47,9 +47,37 @@ def _normalise(stdout: bytes) -> bytes:
     return stdout if stripped == doc else orjson.dumps(stripped)
 
 
-def commands() -> list[tuple[str, list[str]]]:
+# options, filters, zones and formats (issue 10: the readers' SQL was rewritten)
+VARIANTS = (
+    ["runs", "--json"], ["runs", "--csv", "--all"], ["runs", "--all"], ["runs", "--json", "--all", "--harness", "c*",
+                                                                      "--outcome", "failed", "--subject", "task:*"],
+    ["report", "task", "--json", "--tz", "UTC"], ["report", "daily", "--breakdown", "--json", "--tz", "UTC"],
+    ["report", "weekly", "--week-start", "sunday", "--json", "--tz", "America/New_York"],
+    ["report", "monthly", "--json", "--tz", "Asia/Kathmandu"],
+    ["report", "daily", "--json", "--tz", "Asia/Kolkata", "--since", "2026-10-05", "--until", "2026-10-20"],
+    ["report", "model", "--breakdown", "--cost", "reported", "--json", "--tz", "UTC"],
+    ["report", "model", "--cost", "estimated", "--harness", "claude", "--json", "--since", "2026-10-03", "--tz", "UTC"],
+    ["report", "harness", "--outcome", "failed", "--json", "--tz", "UTC"],
+    ["report", "run", "--limit", "5", "--json", "--tz", "UTC"],
+    ["report", "run", "--limit", "3", "--order", "asc", "--cost", "reported", "--json", "--tz", "UTC"],
+    ["report", "daily", "--by", "subject", "--subject", "task:*", "--json", "--tz", "UTC"],
+    ["report", "daily", "--harness", "c*", "--model", "claude-*", "--json", "--tz", "UTC"],
+    ["report", "daily", "--source", "claude-log", "--breakdown", "--json", "--tz", "UTC"],
+    ["report", "repo", "--host", "*", "--skill", "review", "--json", "--tz", "UTC"],
+    ["report", "daily", "--tz", "UTC"], ["report", "model", "--breakdown", "--tz", "UTC"],
+    ["report", "subject", "--csv", "--tz", "UTC"],
+)
+
+
+def commands(home: Path | None = None) -> list[tuple[str, list[str]]]:
     out = [("runs", ["runs", "--json", "--all"])]
     out += [(f"report {k}", ["report", k, "--json", "--tz", "UTC"]) for k in KINDS]
+    out += [(" ".join(v), v) for v in VARIANTS]
+    if home is not None:  # `show` of a few runs (settled, unsettled, damaged alike)
+        names = sorted(p.name for shard in sorted((home / "runs").iterdir()) if shard.is_dir()
+                       for p in shard.iterdir())[:6] if (home / "runs").is_dir() else []
+        out += [(f"show {n[:12]}", ["show", n, "--json"]) for n in names]
+        out += [(f"show {n[:12]} (table)", ["show", n]) for n in names[:2]]
     return out
 
 
@@ -57,7 +85,7 @@ def run_side(root: Path, home: Path, db: Path) -> dict[str, tuple[int, bytes, fl
     env = dict(os.environ, PYTHONPATH=str(root), LEDGER_HOME=str(home))
     env.pop("LEDGER_DB", None)
     results = {}
-    for name, args in commands():
+    for name, args in commands(home):
         t = time.perf_counter()
         p = subprocess.run([sys.executable, "-m", "ledger", *args, "--home", str(home), "--db", f"sqlite:///{db}"],
                            cwd=root, env=env, capture_output=True)
@@ -82,7 +110,8 @@ def main(argv: list[str]) -> int:
             print(f"{label}: {root} ({time.perf_counter() - t:.1f}s)", file=sys.stderr)
     differ = 0
     print(f"| output | exit | bytes | sha256 | identical |\n|---|---|---|---|---|")
-    for name, _ in commands():
+    names = [name for name, _ in commands(args.home.resolve())]
+    for name in names:
         (rb, ob, _), (ra, oa, _) = sides["before"][name], sides["after"][name]
         same = rb == ra and ob == oa
         differ += not same
@@ -90,10 +119,10 @@ def main(argv: list[str]) -> int:
         print(f"| {name} | {rb}/{ra} | {len(ob)}/{len(oa)} | {digest} | {'yes' if same else 'NO'} |")
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
-            safe = name.replace(" ", "-")
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)
             (args.keep / f"{safe}.before.json").write_bytes(ob)
             (args.keep / f"{safe}.after.json").write_bytes(oa)
-    print(f"\n{len(commands()) - differ}/{len(commands())} identical", file=sys.stderr)
+    print(f"\n{len(names) - differ}/{len(names)} identical", file=sys.stderr)
     return 1 if differ else 0
 
 

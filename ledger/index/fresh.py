@@ -108,11 +108,12 @@ def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
         return None
     try:
         path = dbmod.sqlite_path(url)
-        if not os.path.isfile(path):
+        # missing, damaged, not ledger's (no lock file is created next to it) or not at head
+        if dbmod.inspect_sqlite(path).kind != "ok":
             return None
         # (the shared file lock: the index is never swapped underneath this read)
         with dbmod.flock(dbmod.file_lock(path), exclusive=False):
-            if dbmod.inspect_sqlite(path).kind != "ok":  # missing, damaged, or not at head
+            if dbmod.inspect_sqlite(path).kind != "ok":  # (swapped meanwhile)
                 return None
             con = sqlite3.connect(dbmod._ro_uri(path), uri=True, timeout=dbmod.BUSY_TIMEOUT_MS / 1000,
                                   isolation_level=None)
@@ -138,17 +139,15 @@ def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
 
 
 def _home_id(con: sqlite3.Connection, home: str) -> int:
-    """The homes row the pass would use without writing (ledger.index.homes.locate + find): the
-    home's own id, this machine, its resolved path. A home without an id yet, or a row to adopt
-    or register, is a write."""
+    """The homes row the pass would use without writing (ledger.index.homes: `find(locate(home,
+    create=False))`): the row of the home's id (or none yet), this machine and its resolved
+    path. A row to adopt or to register is a write."""
     from ledger.home import machine_id, read_home_uid
 
     real = os.path.realpath(home)
     uid = read_home_uid(real)
-    if uid is None:
-        raise _Changed
-    row = con.execute("SELECT home_id FROM homes WHERE uid = ? AND machine = ? AND path = ?",
-                      (uid, machine_id(), real)).fetchone()
+    row = con.execute(f"SELECT home_id FROM homes WHERE uid {'IS NULL' if uid is None else '= ?'} "
+                      "AND machine = ? AND path = ?", ([] if uid is None else [uid]) + [machine_id(), real]).fetchone()
     if row is None:
         raise _Changed
     return row[0]

@@ -6,6 +6,10 @@ exactly (UTC microsecond timestamps, BIGINT counters, double-precision costs), a
 detail of one run (its streams, attempts, tool uses) is rendered from the reducer state
 stored with the record's cursor, i.e. exactly what the records reader computes.
 Liveness of unsettled runs is recomputed here, at query time.
+
+Plain SQL through the driver (ledger.index.rawread): no SQLAlchemy is loaded to answer
+from an index that is already up to date (issue 10). Every function takes a rawread.Conn,
+a sqlite3 connection or an SQLAlchemy connection.
 """
 
 from __future__ import annotations
@@ -15,64 +19,68 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
 
 from ledger.errors import AmbiguousRun, LedgerError, RecordError, RunNotFound
-from ledger.index.indexer import launcher_dict
-from ledger.index.models import IndexCursor, Run, RunSubject, ToolUse
-from ledger.records.selection import RECENT_DAYS
+from ledger.index.rawread import Conn, boolean, utc_text, wrap
 from ledger.records.fold import new_state, stream_totals
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
 from ledger.records.model import INT_COUNTERS, RunSnapshot, Subject, UsageTotals
 from ledger.records.reader import unreadable_snapshot
-from ledger.records.timefmt import format_utc
+from ledger.records.selection import RECENT_DAYS
 from ledger.records.verdict import Verdict, judge
 
-runs_t = Run.__table__
-subjects_t = RunSubject.__table__
-cursors_t = IndexCursor.__table__
-
 _USAGE = INT_COUNTERS  # the RunSnapshot's usage fields
-_COLS = [runs_t.c[n] for n in (
-    "run_id", "parent_run_id", "repo", "worktree", "skill", "outcome", "created_at", "ended_at", "streams",
-    "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "source", "settled",
-    "host", "boot_id", "launcher_pid", "launcher_start_ticks", "cwd", "path", "provider_session_id",
-    "final_answer", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail")]
+_COLS = ("run_id", "parent_run_id", "repo", "worktree", "skill", "outcome", "created_at", "ended_at", "streams",
+         "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "source",
+         "settled", "host", "boot_id", "launcher_pid", "launcher_start_ticks", "cwd", "path", "provider_session_id",
+         "final_answer", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail")
+_SELECT = "SELECT " + ", ".join(_COLS) + " FROM runs"
+_BOOLS = ("settled", "skill_invoked", "ok")  # Boolean columns (SQLite: 0/1)
 
 
-def _state(r: Any) -> str:
-    if r.settled:
-        return "settled"
-    return liveness(r.host or "", r.boot_id, launcher_dict(r.launcher_pid, r.launcher_start_ticks))
+def _row(values: tuple) -> dict[str, Any]:
+    d = dict(zip(_COLS, values))
+    for name in _BOOLS:
+        d[name] = boolean(d[name])
+    return d
 
 
-def _snapshot(r: Any, subjects: list[Subject], state: str | None = None) -> RunSnapshot:
-    state = _state(r) if state is None else state
-    if r.settled:
-        verdict = Verdict(r.ok, r.error_kind, r.error_detail)
+def _launcher(pid: int | None, ticks: int | None) -> dict[str, Any] | None:
+    """The launcher liveness() reads back from the index's launcher columns."""
+    return None if pid is None else {"pid": pid, "start_ticks": ticks}
+
+
+def _liveness(host: str | None, boot_id: str | None, pid: int | None, ticks: int | None) -> str:
+    return liveness(host or "", boot_id, _launcher(pid, ticks))
+
+
+def _snapshot(r: dict[str, Any], subjects: list[Subject], state: str | None = None) -> RunSnapshot:
+    if state is None:
+        state = "settled" if r["settled"] else _liveness(r["host"], r["boot_id"], r["launcher_pid"],
+                                                         r["launcher_start_ticks"])
+    if r["settled"]:
+        verdict = Verdict(r["ok"], r["error_kind"], r["error_detail"])
     else:  # liveness is recomputed here: so is the verdict that follows it
         verdict = judge(state=state, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
-    usage = UsageTotals(streams=r.streams, final_streams=r.final_streams, gaps=r.usage_gaps,
-                        cost_usd=r.cost_usd, **{n: getattr(r, n) for n in _USAGE})
+    usage = UsageTotals(streams=r["streams"], final_streams=r["final_streams"], gaps=r["usage_gaps"],
+                        cost_usd=r["cost_usd"], **{n: r[n] for n in _USAGE})
     return RunSnapshot(
-        id=r.run_id, parent_run_id=r.parent_run_id, repo=r.repo, worktree=r.worktree, subjects=subjects,
-        skill=r.skill, outcome=r.outcome, started=format_utc(r.created_at), ended=format_utc(r.ended_at),
-        usage=usage, evidence_gaps=r.evidence_gaps, harness=r.harness, model=r.model, surface=r.surface,
-        source=r.source,
-        state=state, host=r.host, cwd=r.cwd, path=r.path, provider_session_id=r.provider_session_id,
-        final_answer=r.final_answer, api_retries=r.api_retries, skill_invoked=r.skill_invoked,
+        id=r["run_id"], parent_run_id=r["parent_run_id"], repo=r["repo"], worktree=r["worktree"], subjects=subjects,
+        skill=r["skill"], outcome=r["outcome"], started=utc_text(r["created_at"]), ended=utc_text(r["ended_at"]),
+        usage=usage, evidence_gaps=r["evidence_gaps"], harness=r["harness"], model=r["model"], surface=r["surface"],
+        source=r["source"],
+        state=state, host=r["host"], cwd=r["cwd"], path=r["path"], provider_session_id=r["provider_session_id"],
+        final_answer=r["final_answer"], api_retries=r["api_retries"], skill_invoked=r["skill_invoked"],
         ok=verdict.ok, error_kind=verdict.error_kind, error_detail=verdict.error_detail,
     )
 
 
-def _subjects(conn: Any, home_id: int, where: Any = None) -> dict[str, list[Subject]]:
-    s = subjects_t.c
-    q = sa.select(s.run_id, s.selector, s.source).where(s.home_id == home_id)
-    if where is not None:
-        q = q.where(where)
+def _subjects(c: Conn, home_id: int, where: str = "", params: tuple = ()) -> dict[str, list[Subject]]:
     out: dict[str, list[Subject]] = {}
-    for run_id, selector, source in conn.execute(q.order_by(s.run_id, s.position)):
+    for run_id, selector, source in c.rows(
+            f"SELECT run_id, selector, source FROM subjects WHERE home_id = ?{where} ORDER BY run_id, position",
+            (home_id, *params)):
         out.setdefault(run_id, []).append(Subject(selector, source))
     return out
 
@@ -92,25 +100,33 @@ class Candidate:
     subjects: list[Subject]
 
 
-_CANDIDATE_COLS = [runs_t.c[n] for n in (
-    "run_id", "created_at", "settled", "harness", "outcome", "skill", "source", "host", "boot_id", "launcher_pid",
-    "launcher_start_ticks")]
+def _datetime_param(c: Conn, dt: datetime) -> Any:
+    """A timestamp compared with a DateTime column: SQLite compares SQLAlchemy's storage text."""
+    if c.dialect != "sqlite":
+        return dt
+    u = dt.astimezone(timezone.utc)
+    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d} {u.hour:02d}:{u.minute:02d}:{u.second:02d}"
+            f".{u.microsecond:06d}")
 
 
-def _window(home_id: int, all_: bool, now: datetime | None) -> tuple[list[Any], Any]:
+def _window(c: Conn, all_: bool, now: datetime | None) -> tuple[str, tuple, str, tuple]:
     """The rows `ledger runs` chooses from: every run with `all_`, else the candidates of the
-    default selection (recent runs and every unsettled run); and the same for subjects."""
-    r = runs_t.c
-    cond = [r.home_id == home_id]
-    sub_cond = None
-    if not all_:
-        now = now or datetime.now(timezone.utc)
-        cutoff = now - timedelta(days=RECENT_DAYS + 1)
-        cond.append(sa.or_(r.created_at >= cutoff, r.settled == sa.false()))
-        rs = runs_t.alias("rs")
-        sub_cond = sa.exists().where(rs.c.home_id == subjects_t.c.home_id, rs.c.run_id == subjects_t.c.run_id,
-                                     sa.or_(rs.c.created_at >= cutoff, rs.c.settled == sa.false()))
-    return cond, sub_cond
+    default selection (recent runs and every unsettled run); and the same for subjects.
+    (SQL conditions to append after `home_id = ?`, and their parameters.)"""
+    if all_:
+        return "", (), "", ()
+    now = now or datetime.now(timezone.utc)
+    cutoff = _datetime_param(c, now - timedelta(days=RECENT_DAYS + 1))
+    return (" AND (created_at >= ? OR settled = ?)", (cutoff, False),
+            " AND EXISTS (SELECT 1 FROM runs AS rs WHERE rs.home_id = subjects.home_id AND rs.run_id = subjects.run_id"
+            " AND (rs.created_at >= ? OR rs.settled = ?))", (cutoff, False))
+
+
+def _unreadable(c: Conn, home_id: int) -> list[RunSnapshot]:
+    # unreadable records have no row in `runs`: listed from their cursors (state `unreadable`,
+    # kept by every selection like the other unterminated runs), as the records path lists them
+    return [unreadable_snapshot(run_id, path) for run_id, path in c.rows(
+        "SELECT run_id, problem_path FROM index_cursors WHERE home_id = ? AND status = ?", (home_id, "damaged"))]
 
 
 def list_candidates(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[Any]:
@@ -118,30 +134,32 @@ def list_candidates(conn: Any, home_id: int | None, all_: bool, now: datetime | 
     tuples each instead of a full snapshot. Unreadable records are full (they hold nothing)."""
     if home_id is None:
         return []
-    cond, sub_cond = _window(home_id, all_, now)
-    subjects = _subjects(conn, home_id, sub_cond)
+    c = wrap(conn)
+    cond, params, sub_cond, sub_params = _window(c, all_, now)
+    subjects = _subjects(c, home_id, sub_cond, sub_params)
     out: list[Any] = [
-        Candidate(row.run_id, format_utc(row.created_at), _state(row), row.harness, row.outcome, row.skill,
-                  row.source, subjects.get(row.run_id, []))
-        for row in conn.execute(sa.select(*_CANDIDATE_COLS).where(*cond))]
-    c = cursors_t.c
-    out.extend(unreadable_snapshot(run_id, path) for run_id, path in conn.execute(
-        sa.select(c.run_id, c.problem_path).where(c.home_id == home_id, c.status == "damaged")))
+        Candidate(run_id, utc_text(created), "settled" if settled else _liveness(host, boot, pid, ticks),
+                  harness, outcome, skill, source, subjects.get(run_id, []))
+        for run_id, created, settled, harness, outcome, skill, source, host, boot, pid, ticks in c.rows(
+            "SELECT run_id, created_at, settled, harness, outcome, skill, source, host, boot_id, launcher_pid, "
+            f"launcher_start_ticks FROM runs WHERE home_id = ?{cond}", (home_id, *params))]
+    out.extend(_unreadable(c, home_id))
     return out
 
 
 def snapshots_of(conn: Any, home_id: int, chosen: list[Any]) -> list[RunSnapshot]:
     """Full snapshots of the chosen candidates, in their order (each keeps the state the
     selection saw: liveness is not asked twice)."""
-    want = {c.id: c for c in chosen if isinstance(c, Candidate)}
+    c = wrap(conn)
+    want = {x.id: x for x in chosen if isinstance(x, Candidate)}
     full: dict[str, RunSnapshot] = {}
     ids = sorted(want)
-    r = runs_t.c
     for i in range(0, len(ids), 500):
         chunk = ids[i:i + 500]
-        for row in conn.execute(sa.select(*_COLS).where(r.home_id == home_id, r.run_id.in_(chunk))):
-            full[row.run_id] = _snapshot(row, want[row.run_id].subjects, want[row.run_id].state)
-    return [full.get(c.id, c) if isinstance(c, Candidate) else c for c in chosen]
+        for values in c.rows(f"{_SELECT} WHERE home_id = ? AND run_id IN ({c.marks(len(chunk))})", (home_id, *chunk)):
+            r = _row(values)
+            full[r["run_id"]] = _snapshot(r, want[r["run_id"]].subjects, want[r["run_id"]].state)
+    return [full.get(x.id, x) if isinstance(x, Candidate) else x for x in chosen]
 
 
 def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[RunSnapshot]:
@@ -149,21 +167,13 @@ def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None =
     selection (recent runs and every unsettled run; views.select_runs picks exactly)."""
     if home_id is None:
         return []
-    cond, sub_cond = _window(home_id, all_, now)
-    subjects = _subjects(conn, home_id, sub_cond)
-    out = [_snapshot(row, subjects.get(row.run_id, [])) for row in conn.execute(sa.select(*_COLS).where(*cond))]
-    # unreadable records have no row in `runs`: listed from their cursors (state `unreadable`,
-    # kept by every selection like the other unterminated runs), as the records path lists them
-    c = cursors_t.c
-    out.extend(unreadable_snapshot(run_id, path) for run_id, path in conn.execute(
-        sa.select(c.run_id, c.problem_path).where(c.home_id == home_id, c.status == "damaged")))
+    c = wrap(conn)
+    cond, params, sub_cond, sub_params = _window(c, all_, now)
+    subjects = _subjects(c, home_id, sub_cond, sub_params)
+    out = [_snapshot(r, subjects.get(r["run_id"], [])) for r in map(_row, c.rows(
+        f"{_SELECT} WHERE home_id = ?{cond}", (home_id, *params)))]
+    out.extend(_unreadable(c, home_id))
     return out
-
-
-def _prefix_match(col: Any, sel: str) -> Any:
-    n = len(sel)
-    return sa.or_(sa.func.substr(col, 1, n) == sel,
-                  sa.and_(sa.func.substr(col, 1, len(PREFIX)) == PREFIX, sa.func.substr(col, len(PREFIX) + 1, n) == sel))
 
 
 def resolve(conn: Any, home_id: int | None, selector: str) -> str:
@@ -174,15 +184,16 @@ def resolve(conn: Any, home_id: int | None, selector: str) -> str:
     sel = (selector or "").strip()
     if not sel:
         raise LedgerError("Run id cannot be empty", hint="list ids with `ledger runs`")
-    c = cursors_t.c
-    rows = [] if home_id is None else conn.execute(
-        sa.select(c.run_id, c.status, c.problem_path, c.problem)
-        .where(c.home_id == home_id, _prefix_match(c.run_id, sel))).all()
+    c = wrap(conn)
+    n, p = len(sel), len(PREFIX)
+    rows = [] if home_id is None else c.rows(
+        "SELECT run_id, status, problem_path, problem FROM index_cursors WHERE home_id = ? AND "
+        "(substr(run_id, 1, ?) = ? OR (substr(run_id, 1, ?) = ? AND substr(run_id, ?, ?) = ?))",
+        (home_id, n, sel, p, PREFIX, p + 1, n, sel))
     if not rows and home_id is not None:  # an imported session (no record, no cursor)
-        r = runs_t.c
-        rows = [(rid, "indexed", None, None) for (rid,) in conn.execute(
-            sa.select(r.run_id).where(r.home_id == home_id, r.source != "record",
-                                      sa.func.substr(r.run_id, 1, len(sel)) == sel).limit(2))]
+        rows = [(rid, "indexed", None, None) for (rid,) in c.rows(
+            "SELECT run_id FROM runs WHERE home_id = ? AND source != ? AND substr(run_id, 1, ?) = ? LIMIT 2",
+            (home_id, "record", n, sel))]
     if not rows:
         raise RunNotFound(f"Run {sel} was not found", hint="list ids with `ledger runs --all`")
     if len(rows) > 1:
@@ -195,17 +206,16 @@ def resolve(conn: Any, home_id: int | None, selector: str) -> str:
 
 def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     """The full snapshot of one run (streams, attempts, tool uses from the stored fold state)."""
-    run_id = resolve(conn, home_id, selector)
-    r = runs_t.c
-    row = conn.execute(sa.select(*_COLS).where(r.home_id == home_id, r.run_id == run_id)).one()
-    snap = _snapshot(row, _subjects(conn, home_id, subjects_t.c.run_id == run_id).get(run_id, []))
+    c = wrap(conn)
+    run_id = resolve(c, home_id, selector)
+    r = _row(c.rows(f"{_SELECT} WHERE home_id = ? AND run_id = ?", (home_id, run_id))[0])
+    snap = _snapshot(r, _subjects(c, home_id, " AND run_id = ?", (run_id,)).get(run_id, []))
     if snap.source != "record":  # an imported session: its tool uses are rows (no fold state)
-        t = ToolUse.__table__.c
-        snap.tool_uses = {name: n for name, n in conn.execute(
-            sa.select(t.tool_name, t.uses).where(t.home_id == home_id, t.run_id == run_id).order_by(t.tool_name))}
+        snap.tool_uses = {name: n for name, n in c.rows(
+            "SELECT tool_name, uses FROM tool_uses WHERE home_id = ? AND run_id = ? ORDER BY tool_name",
+            (home_id, run_id))}
         return snap
-    c = cursors_t.c
-    raw = conn.execute(sa.select(c.fold_state).where(c.home_id == home_id, c.run_id == run_id)).scalar_one()
+    (raw,) = c.rows("SELECT fold_state FROM index_cursors WHERE home_id = ? AND run_id = ?", (home_id, run_id))[0]
     state = orjson.loads(raw) if raw is not None else new_state()  # (None: to be re-read, migration 0004)
     snap.streams = stream_totals(state)
     snap.attempts = sorted(state["attempts"].values(), key=lambda a: a["attempt_key"])

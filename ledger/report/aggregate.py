@@ -6,6 +6,10 @@ answer it (`_source`): `report_slots` (time reports without filters), `report_da
 (`model` / `harness`, plus the facts of partial days at the ends of the range), else
 `report_facts`. Time reports group by the 15-minute UTC slot (the clustering key) and
 `buckets` maps each slot to its local day, week or month.
+
+The SQL is written out (`Sql`: text with `?` placeholders and its parameters) and run through
+the database driver (ledger.index.rawread): answering from an index that is already up to
+date loads no SQLAlchemy (issue 10).
 """
 
 from __future__ import annotations
@@ -15,14 +19,13 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone, tzinfo
 from typing import Any, Iterable, Sequence
 
-import sqlalchemy as sa
-
-from ledger.index.models import RunSubject
+from ledger.index.rawread import Conn, wrap
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
-from ledger.report.kinds import EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, known_outcome
-from ledger.report.sync import TOKEN_COLUMNS, VERDICT_FACTS, keys_in
-from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS, ReportDay, ReportFact, ReportSlot
+from ledger.report.kinds import (
+    ESTIMATED, EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, REPORTED, SLOT_SECONDS, TOKEN_COLUMNS, VERDICT_FACTS,
+    known_outcome,
+)
 
 TOKENS = TOKEN_COLUMNS
 # total_tokens = input + output + cache read + cache write (output already includes reasoning)
@@ -30,10 +33,7 @@ TOTAL_PARTS = TOKENS[:4]
 COST_DIGITS = 10
 RATE_DIGITS = 6
 
-facts_t = ReportFact.__table__
-slots_t = ReportSlot.__table__
-days_t = ReportDay.__table__
-subjects_t = RunSubject.__table__
+FACTS, SLOTS, DAYS = "report_facts", "report_slots", "report_days"
 _KEY_COLUMNS = {"run": "run_id", "session": "session", "subject": "subject", "model": "run_model", "harness": "harness", "skill": "skill",
                 "repo": "repo", "host": "host"}
 
@@ -225,74 +225,98 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
 # SQL: the same two aggregate vectors (run-level, per-model) over report_facts or a rollup
 
 
-def _basis_literal(q: ReportQuery) -> Any:
-    return sa.literal(REPORTED if q.cost == "reported" else ESTIMATED)
+@dataclass(frozen=True)
+class Sql:
+    """An SQL condition or expression: text with `?` placeholders, and their values in order."""
+
+    text: str
+    params: tuple = ()
 
 
-def _run_aggregates(q: ReportQuery, t: Any = None) -> list[Any]:
+def _and(conds: Sequence[Sql]) -> Sql:
+    return Sql(" AND ".join(f"({c.text})" if " OR " in c.text else c.text for c in conds),
+               tuple(p for c in conds for p in c.params))
+
+
+def _or(conds: Sequence[Sql]) -> Sql:
+    return Sql(" OR ".join(f"({c.text})" if " AND " in c.text else c.text for c in conds),
+               tuple(p for c in conds for p in c.params))
+
+
+def _select(cols: Sequence[str], table: str, conds: Sequence[Sql] = (), group: Sequence[str] = (),
+            tail: str = "") -> Sql:
+    """SELECT cols FROM table [WHERE conds] [GROUP BY group] [tail]."""
+    where = _and(conds) if conds else Sql("")
+    return Sql(f"SELECT {', '.join(cols)} FROM {table}" + (f" WHERE {where.text}" if conds else "")
+               + (f" GROUP BY {', '.join(group)}" if group else "") + tail, where.params)
+
+
+def _rows(c: Conn, stmt: Sql) -> list[tuple]:
+    return c.rows(stmt.text, stmt.params)
+
+
+def _basis_literal(q: ReportQuery) -> str:
+    return str(REPORTED if q.cost == "reported" else ESTIMATED)
+
+
+def _run_aggregates(q: ReportQuery, t: str | None = None) -> list[str]:
     """The run-level vector (RUNS .. NO_USAGE) over report_facts, or over rollup table `t`."""
-    s = sa.func.sum
     flags = ("failed", "interrupted", "abandoned", "unverified", "evidence_gaps", "no_usage")
     if t is None:
-        f = facts_t.c
-        cost = f[f"run_cost_{q.cost}"]
-        basis = [sa.func.min(f.run_basis_auto), sa.func.max(f.run_basis_auto)]
-        head = [s(f.first), *(s(f[n]) for n in TOKENS), s(cost), sa.func.count(cost)]
-        tail = [s(f[n]) for n in flags] + [s(f[f"run_cost_{q.cost}_partial"]), s(f.piece)]
+        f = FACTS
+        cost = f"{f}.run_cost_{q.cost}"
+        basis = [f"min({f}.run_basis_auto)", f"max({f}.run_basis_auto)"]
+        head = [f"sum({f}.first)", *(f"sum({f}.{n})" for n in TOKENS), f"sum({cost})", f"count({cost})"]
+        tail = [f"sum({f}.{n})" for n in flags] + [f"sum({f}.run_cost_{q.cost}_partial)", f"sum({f}.piece)"]
     else:
-        c = t.c
-        basis = [sa.func.min(c.run_basis_min), sa.func.max(c.run_basis_max)]
-        head = [s(c.runs), *(s(c[n]) for n in TOKENS), s(c[f"run_cost_{q.cost}"]), s(c[f"run_cost_{q.cost}_n"])]
-        tail = [s(c[n]) for n in flags] + [s(c[f"run_cost_{q.cost}_partial"]), s(c.pieces)]
+        basis = [f"min({t}.run_basis_min)", f"max({t}.run_basis_max)"]
+        head = [f"sum({t}.runs)", *(f"sum({t}.{n})" for n in TOKENS), f"sum({t}.run_cost_{q.cost})",
+                f"sum({t}.run_cost_{q.cost}_n)"]
+        tail = [f"sum({t}.{n})" for n in flags] + [f"sum({t}.run_cost_{q.cost}_partial)", f"sum({t}.pieces)"]
     if q.cost != "auto":
         basis = [_basis_literal(q), _basis_literal(q)]
     return head + basis + tail
 
 
-def _model_aggregates(q: ReportQuery, t: Any = None) -> list[Any]:
+def _model_aggregates(q: ReportQuery, t: str | None = None) -> list[str]:
     """The per-model vector (M_ROWS .. M_BMAX) over report_facts, or over rollup table `t`."""
-    s = sa.func.sum
     if t is None:
-        f = facts_t.c
-        cost = f[f"cost_{q.cost}"]
-        out = [sa.func.count(), *(s(f[n]) for n in TOKENS), s(cost), sa.func.count(cost),
-               sa.func.min(f.basis_auto), sa.func.max(f.basis_auto)]
+        f = FACTS
+        cost = f"{f}.cost_{q.cost}"
+        out = ["count(*)", *(f"sum({f}.{n})" for n in TOKENS), f"sum({cost})", f"count({cost})",
+               f"min({f}.basis_auto)", f"max({f}.basis_auto)"]
     else:
-        c = t.c
-        out = [s(c.model_rows), *(s(c[n]) for n in TOKENS), s(c[f"cost_{q.cost}"]), s(c[f"cost_{q.cost}_n"]),
-               sa.func.min(c.basis_min), sa.func.max(c.basis_max)]
+        out = [f"sum({t}.model_rows)", *(f"sum({t}.{n})" for n in TOKENS), f"sum({t}.cost_{q.cost})",
+               f"sum({t}.cost_{q.cost}_n)", f"min({t}.basis_min)", f"max({t}.basis_max)"]
     if q.cost != "auto":
         out[-2:] = [_basis_literal(q), _basis_literal(q)]
-    part = (facts_t.c if t is None else t.c)[f"cost_{q.cost}_partial"]
-    return out + [sa.func.sum(part)]
+    return out + [f"sum({t or FACTS}.cost_{q.cost}_partial)"]
 
 
-def _cost_columns(q: ReportQuery) -> tuple[Any, Any]:
+def _cost_columns(q: ReportQuery) -> tuple[str, str]:
     """(run-level cost column, per-model cost column) of report_facts for the cost mode."""
-    f = facts_t.c
-    return f[f"run_cost_{q.cost}"], f[f"cost_{q.cost}"]
+    return f"{FACTS}.run_cost_{q.cost}", f"{FACTS}.cost_{q.cost}"
 
 
-def _match(col: Any, values: Sequence[str]) -> Any:
+def _like(v: str) -> str:
+    """A `*` wildcard as a LIKE pattern (escape: backslash)."""
+    return v.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
+
+
+def _match(col: str, values: Sequence[str]) -> Sql:
     """Exact values, or shell-style `*` wildcards (e.g. `claude-*`)."""
     exact = [v for v in values if "*" not in v]
     conds = []
     if exact:
-        conds.append(col.in_(exact))
+        conds.append(Sql(f"{col} IN ({', '.join('?' * len(exact))})", tuple(exact)))
     for v in values:
         if "*" in v:
-            pat = v.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
-            conds.append(col.like(pat, escape="\\"))
-    return sa.or_(*conds)
+            conds.append(Sql(f"{col} LIKE ? ESCAPE '\\'", (_like(v),)))
+    return _or(conds)
 
 
-def _models_match(values: Sequence[str]) -> Any:
-    f = facts_t.c
-    conds = []
-    for v in values:
-        pat = v.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_").replace("*", "%")
-        conds.append(f.models.like(f"%|{pat}|%", escape="\\"))
-    return sa.or_(*conds)
+def _models_match(values: Sequence[str]) -> Sql:
+    return _or([Sql(f"{FACTS}.models LIKE ? ESCAPE '\\'", (f"%|{_like(v)}|%",)) for v in values])
 
 
 def time_bounds(q: ReportQuery) -> tuple[int | None, int | None]:
@@ -301,36 +325,45 @@ def time_bounds(q: ReportQuery) -> tuple[int | None, int | None]:
     return (epoch(start) if start else None, epoch(end) if end else None)
 
 
-def _time_conds(start: int | None, end: int | None) -> list[Any]:
+def _time_conds(start: int | None, end: int | None) -> list[Sql]:
     """report_facts rows created in [start, end) (epoch seconds; None: open)."""
-    f = facts_t.c
-    conds: list[Any] = []
-    for bound, op in ((start, "ge"), (end, "lt")):
+    conds: list[Sql] = []
+    for bound, op in ((start, ">="), (end, "<")):
         if bound is None:
             continue
         if bound % SLOT_SECONDS == 0:  # on a slot boundary: a range on the clustering key
-            conds.append(f.slot >= bound // SLOT_SECONDS if op == "ge" else f.slot < bound // SLOT_SECONDS)
+            conds.append(Sql(f"{FACTS}.slot {op} ?", (bound // SLOT_SECONDS,)))
         else:
-            conds.append(f.created_s >= bound if op == "ge" else f.created_s < bound)
+            conds.append(Sql(f"{FACTS}.created_s {op} ?", (bound,)))
     return conds
 
 
-def _filter_conds(q: ReportQuery) -> list[Any]:
-    f = facts_t.c
-    conds: list[Any] = []
+def _filter_conds(q: ReportQuery) -> list[Sql]:
+    f = FACTS
+    conds: list[Sql] = []
     flt = q.filters
-    for name, col in (("harness", f.harness), ("skill", f.skill), ("repo", f.repo), ("host", f.host),
-                      ("outcome", f.outcome), ("source", f.source)):
+    for name in ("harness", "skill", "repo", "host", "outcome", "source"):
         if flt.get(name):
-            conds.append(_match(col, flt[name]))
+            conds.append(_match(f"{f}.{name}", flt[name]))
     if flt.get("model"):
         conds.append(_models_match(flt["model"]))
     if flt.get("subject"):  # the first subject is on the row; look further only for runs with more
-        s = subjects_t.alias("more_subjects").c
-        more = sa.exists().where(s.home_id == f.home_id, s.run_id == f.run_id, s.position >= 1,
-                                 _match(s.selector, flt["subject"])).correlate(facts_t)
-        conds.append(sa.or_(_match(f.subject, flt["subject"]), sa.and_(f.subjects_n > 1, more)))
+        more = _match("more_subjects.selector", flt["subject"])
+        exists = Sql("EXISTS (SELECT * FROM subjects AS more_subjects WHERE more_subjects.home_id = "
+                     f"{f}.home_id AND more_subjects.run_id = {f}.run_id AND more_subjects.position >= 1 AND "
+                     f"({more.text}))", more.params)
+        conds.append(_or([_match(f"{f}.subject", flt["subject"]), _and([Sql(f"{f}.subjects_n > 1"), exists])]))
     return conds
+
+
+def keys_in(keys: Iterable[tuple[int, str]], table: str = FACTS) -> Sql:
+    """(home_id, run_id) IN keys, written so both SQLite and PostgreSQL search the key index
+    (SQLite scans the table for a row-value IN list)."""
+    by_home: dict[int, list[str]] = {}
+    for h, rid in keys:
+        by_home.setdefault(h, []).append(rid)
+    return _or([Sql(f"{table}.home_id = ? AND {table}.run_id IN ({', '.join('?' * len(rids))})", (h, *rids))
+                for h, rids in sorted(by_home.items())])
 
 
 @dataclass
@@ -363,19 +396,17 @@ def resolved_order(q: ReportQuery) -> str:
     return q.order or ("asc" if q.is_time else "desc")
 
 
-def _key_column(q: ReportQuery, slot_size: int) -> Any:
-    f = facts_t.c
+def _key_column(q: ReportQuery, slot_size: int) -> str:
     if q.is_time:
-        return f.slot if slot_size == SLOT_SECONDS else f.created_s // slot_size
-    return f[_KEY_COLUMNS[q.kind]]
+        return f"{FACTS}.slot" if slot_size == SLOT_SECONDS else f"{FACTS}.created_s / {int(slot_size)}"
+    return f"{FACTS}.{_KEY_COLUMNS[q.kind]}"
 
 
-def _time_buckets(q: ReportQuery, conn: Any, table: Any, conds: list[Any]) -> tuple[int, Buckets | None]:
+def _time_buckets(q: ReportQuery, c: Conn, table: str, conds: list[Sql]) -> tuple[int, Buckets | None]:
     """The buckets covering the report's data and the SQL slot size to group by: the
     15-minute slot whenever every bucket boundary falls on one, else (a historical offset
     in seconds) the largest slot that divides them all."""
-    slot = table.c.slot
-    lo, hi = conn.execute(sa.select(sa.func.min(slot), sa.func.max(slot)).where(*conds)).one()
+    lo, hi = _rows(c, _select([f"min({table}.slot)", f"max({table}.slot)"], table, conds))[0]
     if lo is None:
         return SLOT_SECONDS, None
     first = datetime.fromtimestamp(int(lo) * SLOT_SECONDS, timezone.utc)
@@ -384,17 +415,16 @@ def _time_buckets(q: ReportQuery, conn: Any, table: Any, conds: list[Any]) -> tu
     return (SLOT_SECONDS if buckets.slot >= SLOT_SECONDS else buckets.slot), buckets
 
 
-def _top_runs(q: ReportQuery, conds: list[Any]) -> Any:
+def _top_runs(q: ReportQuery, conds: list[Sql]) -> Sql:
     """`report run --limit N`: the N runs to show, chosen in SQL (same order as _sort_rows)."""
-    f = facts_t.c
+    f = FACTS
     run_cost, _ = _cost_columns(q)
-    run_cost = sa.func.coalesce(run_cost, f[f"run_cost_{q.cost}_partial"])  # the known sum, like _sort_rows
-    desc = resolved_order(q) == "desc"
-    tokens = sa.func.coalesce(f.run_total_tokens, -1)
-    order = [run_cost.is_(None), run_cost.desc() if desc else run_cost.asc(),
-             tokens.desc() if desc else tokens.asc(), f.run_id.desc() if desc else f.run_id.asc()]
-    return sa.select(f.home_id, f.run_id).where(f.first == 1, *conds).order_by(*order).limit(
-        min(q.limit, 2**63 - 1))  # SQL integers end there
+    run_cost = f"coalesce({run_cost}, {f}.run_cost_{q.cost}_partial)"  # the known sum, like _sort_rows
+    way = " DESC" if resolved_order(q) == "desc" else " ASC"
+    tokens = f"coalesce({f}.run_total_tokens, -1)"
+    order = [f"{run_cost} IS NULL", run_cost + way, tokens + way, f"{f}.run_id" + way]
+    return _select([f"{f}.home_id", f"{f}.run_id"], f, [Sql(f"{f}.first = 1"), *conds],
+                   tail=f" ORDER BY {', '.join(order)} LIMIT {min(int(q.limit or 0), 2**63 - 1)}")  # SQL integers end there
 
 
 def _source(q: ReportQuery) -> str:
@@ -436,186 +466,183 @@ def _none_if_empty(v: Any) -> Any:
 
 
 def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
-    """Answer `q` from report_facts (or its rollups) on `conn`, which sees a synced index.
-    `source` forces "facts" (tests prove every rollup answers exactly like the facts)."""
+    """Answer `q` from report_facts (or its rollups) on `conn` (a rawread.Conn, or a driver or
+    SQLAlchemy connection), which sees a synced index. `source` forces "facts" (tests prove
+    every rollup answers exactly like the facts)."""
     import time
 
     t0 = time.perf_counter()
+    c = wrap(conn)
     start, end = time_bounds(q)
     conds = _time_conds(start, end) + _filter_conds(q)
     source = source or _source(q)
     if q.kind == "task":  # runs grouped into tasks (ledger.report.tasks)
         from ledger.report.tasks import collect_tasks
 
-        col = collect_tasks(conn, q, conds)
+        col = collect_tasks(c, q, conds)
     elif source == "slots":
-        col = _collect_slots(conn, q, start, end)
+        col = _collect_slots(c, q, start, end)
     elif source == "days":
-        col = _collect_days(conn, q, start, end)
+        col = _collect_days(c, q, start, end)
     else:
-        col = _collect_facts(conn, q, conds)
+        col = _collect_facts(c, q, conds)
     if col is None:  # a time report without data
-        return _finish(q, {}, Agg(), conn, conds, t0)
+        return _finish(q, {}, Agg(), c, conds, t0)
     groups = col.groups
     totals = Agg()
     if q.kind == "subject" or (q.kind == "run" and q.limit is not None):
         # a run with several subjects is in several groups; --limit leaves runs out
-        totals.add(conn.execute(_totals_stmt(q, start, end, conds)).one())
+        totals.add(_rows(c, _totals_stmt(q, start, end, conds))[0])
     else:
         for agg in groups.values():
             totals.merge(agg)
     if q.evaluation:
-        _medians(conn, q, conds, groups, totals)
-        _verdicts(conn, q, conds, groups, totals)
-    return _finish(q, groups, totals, conn, conds, t0, col.info)
+        _medians(c, q, conds, groups, totals)
+        _verdicts(c, q, conds, groups, totals)
+    return _finish(q, groups, totals, c, conds, t0, col.info)
 
 
-def _totals_stmt(q: ReportQuery, start: int | None, end: int | None, conds: list[Any]) -> Any:
+def _totals_stmt(q: ReportQuery, start: int | None, end: int | None, conds: list[Sql]) -> Sql:
     """Every matching run once: from report_slots when nothing but time filters the runs."""
     if not any(q.filters.values()) and all(b is None or b % SLOT_SECONDS == 0 for b in (start, end)):
-        t = slots_t
-        tconds = [] if start is None else [t.c.slot >= start // SLOT_SECONDS]
-        tconds += [] if end is None else [t.c.slot < end // SLOT_SECONDS]
-        return sa.select(*_run_aggregates(q, t)).where(*tconds)
-    return sa.select(*_run_aggregates(q)).select_from(facts_t).where(*conds)
+        t = SLOTS
+        tconds = [] if start is None else [Sql(f"{t}.slot >= ?", (start // SLOT_SECONDS,))]
+        tconds += [] if end is None else [Sql(f"{t}.slot < ?", (end // SLOT_SECONDS,))]
+        return _select(_run_aggregates(q, t), t, tconds)
+    return _select(_run_aggregates(q), FACTS, conds)
 
 
-def _collect_slots(conn: Any, q: ReportQuery, start: int | None, end: int | None) -> _Collector | None:
+def _collect_slots(c: Conn, q: ReportQuery, start: int | None, end: int | None) -> _Collector | None:
     """Time reports without filters: report_slots (one row per 15-minute slot and model),
     grouped in SQL by the largest multiple of the slot that every bucket boundary is on
     (a UTC day, an hour, half an hour...), then mapped to the buckets."""
-    t = slots_t
+    t = SLOTS
     conds = []
     if start is not None:
-        conds.append(t.c.slot >= -(-start // SLOT_SECONDS))
+        conds.append(Sql(f"{t}.slot >= ?", (-(-start // SLOT_SECONDS),)))
     if end is not None:
-        conds.append(t.c.slot < -(-end // SLOT_SECONDS))
-    slot_size, buckets = _time_buckets(q, conn, t, conds)
+        conds.append(Sql(f"{t}.slot < ?", (-(-end // SLOT_SECONDS),)))
+    slot_size, buckets = _time_buckets(q, c, t, conds)
     if buckets is None:
         return None
     if slot_size != SLOT_SECONDS or any(b is not None and b % SLOT_SECONDS for b in (start, end)):
-        return _collect_facts(conn, q, _time_conds(start, end))  # a zone off the 15-minute grid
+        return _collect_facts(c, q, _time_conds(start, end))  # a zone off the 15-minute grid
     k = buckets.slot // SLOT_SECONDS
-    group = t.c.slot // k if k > 1 else t.c.slot
-    cols: list[Any] = [group]
-    groups: list[Any] = [group]
+    group = f"{t}.slot / {int(k)}" if k > 1 else f"{t}.slot"
+    cols = [group]
+    groups = [group]
     if q.breakdown:
-        cols.append(t.c.model_key)
-        groups.append(t.c.model_key)
+        cols.append(f"{t}.model_key")
+        groups.append(f"{t}.model_key")
     cols += _run_aggregates(q, t)
     if q.breakdown:
         cols += _model_aggregates(q, t)
-    stmt = sa.select(*cols).where(*conds).group_by(*groups)
     width = k * SLOT_SECONDS
     label_of = buckets.label_of_epoch
     col = _Collector(q)
-    col.add(conn.execute(stmt).fetchall(), lambda g: label_of(int(g) * width), _none_if_empty)
+    col.add(_rows(c, _select(cols, t, conds, groups)), lambda g: label_of(int(g) * width), _none_if_empty)
     return col
 
 
-def _collect_days(conn: Any, q: ReportQuery, start: int | None, end: int | None) -> _Collector:
+def _collect_days(c: Conn, q: ReportQuery, start: int | None, end: int | None) -> _Collector:
     """`model` / `harness` reports: report_days for the whole UTC days of the range, the
     facts for the partial days at its ends."""
-    t = days_t
+    t = DAYS
     col = _Collector(q)
     filters = _filter_conds(q)
     day_lo = None if start is None else -(-start // 86400)
     day_hi = None if end is None else end // 86400
     if day_lo is not None and day_hi is not None and day_lo >= day_hi:
-        col.add(conn.execute(_facts_stmt(q, _time_conds(start, end) + filters)).fetchall())
+        col.add(_rows(c, _facts_stmt(q, _time_conds(start, end) + filters)))
         return col
     conds = []
     if day_lo is not None:
-        conds.append(t.c.day >= day_lo)
+        conds.append(Sql(f"{t}.day >= ?", (day_lo,)))
     if day_hi is not None:
-        conds.append(t.c.day < day_hi)
+        conds.append(Sql(f"{t}.day < ?", (day_hi,)))
     flt = q.filters
     if flt.get("harness"):
-        conds.append(_match(t.c.harness, flt["harness"]))
+        conds.append(_match(f"{t}.harness", flt["harness"]))
     if flt.get("outcome"):
-        conds.append(_match(t.c.outcome, flt["outcome"]))
-    key = t.c.run_model_key if q.kind == "model" else t.c.harness
-    cols: list[Any] = [key]
+        conds.append(_match(f"{t}.outcome", flt["outcome"]))
+    key = f"{t}.run_model_key" if q.kind == "model" else f"{t}.harness"
+    cols = [key]
     group = [key]
     if q.breakdown:
-        cols.append(t.c.model_key)
-        group.append(t.c.model_key)
+        cols.append(f"{t}.model_key")
+        group.append(f"{t}.model_key")
     cols += _run_aggregates(q, t)
     if q.breakdown:
         cols += _model_aggregates(q, t)
-    stmt = sa.select(*cols).where(*conds).group_by(*group)
-    col.add(conn.execute(stmt).fetchall(), _none_if_empty if q.kind == "model" else None, _none_if_empty)
+    col.add(_rows(c, _select(cols, t, conds, group)), _none_if_empty if q.kind == "model" else None, _none_if_empty)
     for lo, hi in ((start, None if day_lo is None else day_lo * 86400), (None if day_hi is None else day_hi * 86400, end)):
         if lo is not None and hi is not None and lo < hi:
-            col.add(conn.execute(_facts_stmt(q, _time_conds(lo, hi) + filters)).fetchall())
+            col.add(_rows(c, _facts_stmt(q, _time_conds(lo, hi) + filters)))
     return col
 
 
-def _facts_stmt(q: ReportQuery, conds: list[Any], slot_size: int = SLOT_SECONDS, per_run: bool = False) -> Any:
+def _facts_stmt(q: ReportQuery, conds: list[Sql], slot_size: int = SLOT_SECONDS, per_run: bool = False) -> Sql:
     """[key, (model), run vector, (model vector), extras] over report_facts, GROUP BY key.
 
     `report run` groups by run and adds the run's own fields; `per_run` groups by run with
     the key home_id and the run_id last (to attribute runs to their further subjects)."""
-    f = facts_t.c
-    key = f.home_id if per_run else _key_column(q, slot_size)
-    group: list[Any] = [f.home_id, f.run_id] if per_run or q.kind == "run" else [key]
-    cols: list[Any] = [key]
+    f = FACTS
+    key = f"{f}.home_id" if per_run else _key_column(q, slot_size)
+    group = [f"{f}.home_id", f"{f}.run_id"] if per_run or q.kind == "run" else [key]
+    cols = [key]
     if q.breakdown:
-        cols.append(f.model)
-        group.append(f.model)
+        cols.append(f"{f}.model")
+        group.append(f"{f}.model")
     cols += _run_aggregates(q)
     if q.breakdown:
         cols += _model_aggregates(q)
     if q.kind == "run":
         cols += _run_extra()
     if per_run:
-        cols.append(f.run_id)
-    return sa.select(*cols).where(*conds).group_by(*group)
+        cols.append(f"{f}.run_id")
+    return _select(cols, f, conds, group)
 
 
-def _more_subjects(conn: Any) -> dict[tuple[int, str], list[str]]:
+def _more_subjects(c: Conn) -> dict[tuple[int, str], list[str]]:
     """The second, third... subjects of runs (report_facts holds each run's first)."""
-    s = subjects_t.c
     out: dict[tuple[int, str], list[str]] = {}
-    for h, rid, sel in conn.execute(sa.select(s.home_id, s.run_id, s.selector).where(s.position >= 1)):
+    for h, rid, sel in c.rows("SELECT subjects.home_id, subjects.run_id, subjects.selector FROM subjects "
+                              "WHERE subjects.position >= 1"):
         out.setdefault((h, rid), []).append(sel)
     return out
 
 
-def _add_more_subjects(conn: Any, q: ReportQuery, conds: list[Any], col: _Collector) -> None:
+def _add_more_subjects(c: Conn, q: ReportQuery, conds: list[Sql], col: _Collector) -> None:
     """A run with several subjects counts in each of their rows."""
-    f = facts_t.c
-    more = _more_subjects(conn)
+    more = _more_subjects(c)
     keys = sorted(more)
     for i in range(0, len(keys), 1000):
         chunk = keys[i:i + 1000]
-        stmt = _facts_stmt(q, [keys_in(f.home_id, f.run_id, chunk), *conds], per_run=True)
-        for row in conn.execute(stmt).fetchall():
+        for row in _rows(c, _facts_stmt(q, [keys_in(chunk), *conds], per_run=True)):
             run_key = (row[0], row[-1])
             col.add([(sel,) + tuple(row[1:-1]) for sel in more[run_key]])
 
 
-def _run_extra() -> list[Any]:
-    f = facts_t.c
-    return [sa.func.min(f.created_s), sa.func.max(f.harness), sa.func.max(f.run_model), sa.func.max(f.outcome),
-            sa.func.max(f.duration_ms)]
+def _run_extra() -> list[str]:
+    f = FACTS
+    return [f"min({f}.created_s)", f"max({f}.harness)", f"max({f}.run_model)", f"max({f}.outcome)",
+            f"max({f}.duration_ms)"]
 
 
-def _collect_facts(conn: Any, q: ReportQuery, conds: list[Any]) -> _Collector | None:
-    f = facts_t.c
+def _collect_facts(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector | None:
     col = _Collector(q, n_extra=len(_run_extra()) if q.kind == "run" else 0)
     if q.kind == "run" and q.limit is not None:
         # the top N runs first (one ordered scan of the first rows), then only their rows
-        keys = [tuple(k) for k in conn.execute(_top_runs(q, conds)).fetchall()]
+        keys = [tuple(k) for k in _rows(c, _top_runs(q, conds))]
         if keys:
-            col.add(conn.execute(_facts_stmt(q, [keys_in(f.home_id, f.run_id, keys)])).fetchall())
+            col.add(_rows(c, _facts_stmt(q, [keys_in(keys)])))
         return col
     if not q.is_time:
-        col.add(conn.execute(_facts_stmt(q, conds)).fetchall())
+        col.add(_rows(c, _facts_stmt(q, conds)))
         if q.kind == "subject":
-            _add_more_subjects(conn, q, conds, col)
+            _add_more_subjects(c, q, conds, col)
         return col
-    slot_size, buckets = _time_buckets(q, conn, facts_t, conds)
+    slot_size, buckets = _time_buckets(q, c, FACTS, conds)
     if buckets is None:
         return None
     labels: dict[int, Any] = {}
@@ -627,18 +654,18 @@ def _collect_facts(conn: Any, q: ReportQuery, conds: list[Any]) -> _Collector | 
             k = labels[slot] = label_of(int(slot) * slot_size)
         return k
 
-    col.add(conn.execute(_facts_stmt(q, conds, slot_size)).fetchall(), key_of)
+    col.add(_rows(c, _facts_stmt(q, conds, slot_size)), key_of)
     return col
 
 
-def _medians(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg], totals: Agg) -> None:
+def _medians(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], totals: Agg) -> None:
     """Per group and overall: the known run costs and the durations, for the medians."""
-    f = facts_t.c
+    f = FACTS
     run_cost, _ = _cost_columns(q)
-    more = _more_subjects(conn) if q.kind == "subject" else {}
-    stmt = sa.select(_key_column(q, SLOT_SECONDS), run_cost, f.duration_ms, f.home_id, f.run_id).where(
-        f.first == 1, *conds)
-    for k, cost, dur, h, rid in conn.execute(stmt):
+    more = _more_subjects(c) if q.kind == "subject" else {}
+    stmt = _select([_key_column(q, SLOT_SECONDS), run_cost, f"{f}.duration_ms", f"{f}.home_id", f"{f}.run_id"], f,
+                   [Sql(f"{f}.first = 1"), *conds])
+    for k, cost, dur, h, rid in _rows(c, stmt):
         # a run's further subjects: its figures count there too (once in the totals)
         targets = [groups.get(k), totals] + [groups.get(sel) for sel in more.get((h, rid), ())]
         for target in targets:
@@ -650,14 +677,14 @@ def _medians(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg]
                 target.durations.append(int(dur))
 
 
-def _verdicts(conn: Any, q: ReportQuery, conds: list[Any], groups: dict[Any, Agg], totals: Agg) -> None:
+def _verdicts(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], totals: Agg) -> None:
     """Per group and overall: the verdict counts of the evaluation view (a run with further
     subjects counts in their groups too, once in the totals)."""
-    f = facts_t.c
-    more = _more_subjects(conn) if q.kind == "subject" else {}
-    stmt = sa.select(_key_column(q, SLOT_SECONDS), f.home_id, f.run_id, *(f[n] for n in VERDICT_FACTS)).where(
-        f.first == 1, *conds)
-    for k, h, rid, *counts in conn.execute(stmt):
+    f = FACTS
+    more = _more_subjects(c) if q.kind == "subject" else {}
+    stmt = _select([_key_column(q, SLOT_SECONDS), f"{f}.home_id", f"{f}.run_id", *(f"{f}.{n}" for n in VERDICT_FACTS)],
+                   f, [Sql(f"{f}.first = 1"), *conds])
+    for k, h, rid, *counts in _rows(c, stmt):
         for target in [groups.get(k), totals] + [groups.get(sel) for sel in more.get((h, rid), ())]:
             if target is not None:
                 target.verdicts = [a + int(b or 0) for a, b in zip(target.verdicts, counts)]
@@ -692,7 +719,7 @@ def _sort_rows(q: ReportQuery, rows: list[dict[str, Any]]) -> list[dict[str, Any
     return known + unknown
 
 
-def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Any, conds: list[Any], t0: float,
+def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, conds: list[Sql], t0: float,
             info: dict[Any, list[Any]] | None = None) -> Report:
     import time
 
@@ -714,24 +741,24 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Any, cond
     return Report(query=q, rows=rows, totals=tot, pricing=pricing, seconds=time.perf_counter() - t0)
 
 
-def _pricing(conn: Any, q: ReportQuery, conds: list[Any], totals: dict[str, Any]) -> dict[str, Any]:
+def _pricing(c: Conn, q: ReportQuery, conds: list[Sql], totals: dict[str, Any]) -> dict[str, Any]:
     """The price data version and every reason a cost of this report is unknown."""
     from ledger.pricing import price_data_version
 
-    f = facts_t.c
+    f = FACTS
     _, cost = _cost_columns(q)
     unknown: list[dict[str, Any]] = []
     if q.cost != "reported":
-        stmt = (sa.select(f.model, f.unpriced, sa.func.count(sa.distinct(f.run_id)))
-                .where(f.unpriced.is_not(None), cost.is_(None), *conds).group_by(f.model, f.unpriced)
-                .order_by(f.model, f.unpriced))
-        for model, reason, n in conn.execute(stmt):
+        stmt = _select([f"{f}.model", f"{f}.unpriced", f"count(DISTINCT {f}.run_id)"], f,
+                       [Sql(f"{f}.unpriced IS NOT NULL"), Sql(f"{cost} IS NULL"), *conds],
+                       [f"{f}.model", f"{f}.unpriced"], f" ORDER BY {f}.model, {f}.unpriced")
+        for model, reason, n in _rows(c, stmt):
             unknown.append({"model": model, "reason": reason, "runs": int(n)})
         if totals["unmeasured_usage_runs"]:
             unknown.append({"model": None, "reason": "no usage reported", "runs": totals["unmeasured_usage_runs"]})
     else:
-        n = conn.execute(sa.select(sa.func.count(sa.distinct(f.run_id))).where(
-            cost.is_(None), sa.func.coalesce(f.harness, "") != "command", *conds)).scalar_one()
+        (n,) = _rows(c, _select([f"count(DISTINCT {f}.run_id)"], f, [
+            Sql(f"{cost} IS NULL"), Sql(f"coalesce({f}.harness, ?) != ?", ("", "command")), *conds]))[0]
         if n:
             unknown.append({"model": None, "reason": "no provider-reported cost (for all or part of the usage)",
                             "runs": int(n)})

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ledger.report.kinds import COST_MODES  # noqa: F401 - re-exported; kinds is its home
-from ledger.report.models import ESTIMATED, MIXED, REPORTED
+from ledger.report.kinds import ESTIMATED, MIXED, REPORTED  # (no SQLAlchemy: readers stay light)
 
 BASES = ("reported", "estimated", "mixed", "partial", "unknown")
 BASIS_NAMES = {REPORTED: "reported", ESTIMATED: "estimated", MIXED: "mixed"}

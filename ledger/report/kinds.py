@@ -27,6 +27,12 @@ FILTERS = (*FILTER_LABELS, "outcome")
 # auto: the provider's receipt, else the estimate (ledger.report.costs applies the rule)
 COST_MODES = ("auto", "reported", "estimated")
 WEEK_STARTS = ("monday", "sunday")
+# The report tables' codes and column lists, for the report's readers (ledger.index.report_tables
+# and ledger.report.sync declare the same; tests/test_report_raw.py checks they agree)
+SLOT_SECONDS = 900  # the clustering slot of report_facts / report_slots
+REPORTED, ESTIMATED, MIXED = 1, 2, 3  # cost basis codes (basis_auto, run_basis_auto)
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+VERDICT_FACTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
 ORDERS = ("asc", "desc")
 
 

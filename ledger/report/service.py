@@ -71,6 +71,14 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
     from ledger.index.ops import read_repairing
 
     def read() -> list[Report]:
+        from ledger.index.rawread import reading
+
+        if not resync:
+            from ledger.report.synced import facts_current
+
+            with reading(url) as c:
+                if facts_current(c):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
+                    return [run_report(c, q) for q in queries]
         try:
             sync(url, full=resync, notify=notify)
         except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
@@ -79,10 +87,8 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
             if read_only_failure(exc) is None:
                 raise
             notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
-        from ledger.index.ops import reading
-
-        with reading(url) as conn:
-            return [run_report(conn, q) for q in queries]
+        with reading(url) as c:
+            return [run_report(c, q) for q in queries]
 
     reports = read_repairing(homes, url, read, notify)
     for report in reports:

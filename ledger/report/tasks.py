@@ -11,22 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
-from ledger.index.models import Run, RunSubject
+from ledger.index.rawread import boolean
 from ledger.records.verdict import combine_task
 
-runs_t = Run.__table__
-subjects_t = RunSubject.__table__
 TASK_FIELDS = ("started", "ok", "error_kind", "error_detail", "skill_invoked", "tool_calls", "tool_errors")
 
 
-def task_keys(conn: Any) -> dict[tuple[int, str], str]:
-    """(home_id, run_id) -> task key, for every run of the index."""
-    r, s = runs_t.c, subjects_t.c
-    parent = {(h, rid): p for h, rid, p in conn.execute(sa.select(r.home_id, r.run_id, r.parent_run_id))}
-    subject = {(h, rid): sel for h, rid, sel in conn.execute(
-        sa.select(s.home_id, s.run_id, s.selector).where(s.position == 0))}
+def task_keys(c: Any) -> dict[tuple[int, str], str]:
+    """(home_id, run_id) -> task key, for every run of the index (`c`: a rawread.Conn)."""
+    parent = {(h, rid): p for h, rid, p in c.rows("SELECT runs.home_id, runs.run_id, runs.parent_run_id FROM runs")}
+    subject = {(h, rid): sel for h, rid, sel in c.rows(
+        "SELECT subjects.home_id, subjects.run_id, subjects.selector FROM subjects WHERE subjects.position = 0")}
     out: dict[tuple[int, str], str] = {}
     for key in parent:
         root, seen = key, {key}
@@ -37,26 +32,27 @@ def task_keys(conn: Any) -> dict[tuple[int, str], str]:
     return out
 
 
-def collect_tasks(conn: Any, q: Any, conds: list[Any]) -> Any:
+def collect_tasks(c: Any, q: Any, conds: list[Any]) -> Any:
     """A _Collector of task groups (standard fields) whose `info` holds each task's verdict."""
-    from ledger.report.aggregate import _Collector, _facts_stmt, facts_t
+    from ledger.report.aggregate import FACTS, Sql, _Collector, _facts_stmt, _rows, _select
 
-    keys = task_keys(conn)
+    keys = task_keys(c)
     col = _Collector(q)
-    rows = conn.execute(_facts_stmt(q, conds, per_run=True)).fetchall()  # [home_id, (model), vectors, run_id]
+    rows = _rows(c, _facts_stmt(q, conds, per_run=True))  # [home_id, (model), vectors, run_id]
     col.add([(keys.get((row[0], row[-1]), row[-1]),) + tuple(row[1:-1]) for row in rows])
-    f, r = facts_t.c, runs_t.c
-    stmt = (sa.select(f.home_id, f.run_id, f.created_s, r.ok, r.error_kind, r.error_detail, r.skill_invoked,
-                      r.tool_calls, r.tool_errors, r.tool_semantic_errors)
-            .select_from(facts_t.join(runs_t, sa.and_(r.home_id == f.home_id, r.run_id == f.run_id)))
-            .where(f.first == 1, *conds).order_by(f.created_s, f.run_id))
+    f = FACTS
+    stmt = _select([f"{f}.home_id", f"{f}.run_id", f"{f}.created_s", "runs.ok", "runs.error_kind", "runs.error_detail",
+                    "runs.skill_invoked", "runs.tool_calls", "runs.tool_errors", "runs.tool_semantic_errors"],
+                   f"{f} JOIN runs ON runs.home_id = {f}.home_id AND runs.run_id = {f}.run_id",
+                   [Sql(f"{f}.first = 1"), *conds], tail=f" ORDER BY {f}.created_s, {f}.run_id")
     tasks: dict[str, list[dict[str, Any]]] = {}
     started: dict[str, int] = {}
-    for h, rid, created, ok, kind, detail, skill, calls, errs, sems in conn.execute(stmt):
+    for h, rid, created, ok, kind, detail, skill, calls, errs, sems in _rows(c, stmt):
         k = keys.get((h, rid), rid)
         started.setdefault(k, created)
-        tasks.setdefault(k, []).append({"ok": ok, "error_kind": kind, "error_detail": detail, "skill_invoked": skill,
-                                        "tool_calls": calls, "tool_errors": (errs or 0) + (sems or 0)})
+        tasks.setdefault(k, []).append({"ok": boolean(ok), "error_kind": kind, "error_detail": detail,
+                                        "skill_invoked": boolean(skill), "tool_calls": calls,
+                                        "tool_errors": (errs or 0) + (sems or 0)})
     from datetime import datetime, timezone
 
     for k, runs in tasks.items():

@@ -1,0 +1,119 @@
+"""Reading the index through the database driver, without SQLAlchemy (issue 10).
+
+`ledger runs`, `show` and `report` read a handful of queries from an index that is usually
+already up to date (ledger.index.fresh). Importing SQLAlchemy and the models costs several
+times those queries, so they are written in plain SQL that both databases take, and run on:
+
+- SQLite: a read-only sqlite3 connection in one read transaction, under the shared file
+  lock (as ledger.index.ops.reading: the file is never swapped underneath it);
+- PostgreSQL (or another server): ops.reading()'s connection (REPEATABLE READ, READ ONLY),
+  through its driver (`exec_driver_sql`).
+
+Queries use `?` placeholders (turned into the driver's own). Values come back as each
+driver gives them; `boolean()`, `utc_text()` make them what SQLAlchemy's types would.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+from ledger.index import db as dbmod
+
+
+class Conn:
+    """One read transaction: `rows(sql, params)` -> list of tuples."""
+
+    def __init__(self, raw: Any, dialect: str) -> None:
+        self.raw = raw
+        self.dialect = dialect  # sqlite | postgresql | ...
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        if self.dialect == "sqlite":
+            return self.raw.execute(sql, tuple(params)).fetchall()
+        # the server driver's placeholder (psycopg: %s; no literal % in ledger's queries)
+        sql = sql.replace("?", "%s")
+        res = self.raw.exec_driver_sql(sql, tuple(params)) if params else self.raw.exec_driver_sql(sql)
+        return [tuple(r) for r in res.fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        got = self.rows(sql, params)
+        return got[0] if got else None
+
+    def marks(self, n: int) -> str:
+        return ", ".join("?" * n)
+
+
+def wrap(conn: Any) -> Conn:
+    """A Conn for a Conn, a sqlite3 connection or an SQLAlchemy connection (tests, callers
+    that hold one already)."""
+    if isinstance(conn, Conn):
+        return conn
+    if isinstance(conn, sqlite3.Connection):
+        return Conn(conn, "sqlite")
+    name = conn.dialect.name
+    return Conn(conn.connection.driver_connection if name == "sqlite" else conn, name)
+
+
+@contextmanager
+def reading(url: str) -> Iterator[Conn]:
+    """A Conn inside one read transaction (one consistent snapshot of the index)."""
+    if not dbmod.is_sqlite(url):
+        from ledger.index.ops import reading as sa_reading
+
+        with sa_reading(url) as conn:
+            yield Conn(conn, conn.dialect.name)
+        return
+    path = dbmod.sqlite_path(url)
+    with dbmod.flock(dbmod.file_lock(path), exclusive=False):
+        if not path.exists():
+            raise dbmod.IndexError_(f"no index at {path}", hint="build it with `ledger index`")
+        raw = sqlite3.connect(dbmod._ro_uri(path), uri=True, timeout=dbmod.BUSY_TIMEOUT_MS / 1000,
+                              isolation_level=None, check_same_thread=False)
+        try:
+            raw.execute(f"PRAGMA busy_timeout = {dbmod.BUSY_TIMEOUT_MS}")
+            raw.execute("BEGIN")
+            yield Conn(raw, "sqlite")
+        finally:
+            raw.close()
+
+
+def home_id(conn: Conn, home: str | os.PathLike[str]) -> int | None:
+    """The index's row for this machine's `home`, as a reader finds it (ledger.index.homes
+    `lookup(locate(home, create=False))`): its own location (id, machine, resolved path),
+    else a row of its path without an id (from before migration 0006, or written by a reader
+    before the home had its id). None: not indexed."""
+    from ledger.home import machine_id, read_home_uid
+
+    path = os.path.realpath(os.fspath(home))
+    uid = read_home_uid(path)
+    same_uid = "uid IS NULL" if uid is None else "uid = ?"
+    row = conn.one(f"SELECT home_id FROM homes WHERE {same_uid} AND machine = ? AND path = ?",
+                   ([] if uid is None else [uid]) + [machine_id(), path])
+    if row is None:
+        row = conn.one("SELECT home_id FROM homes WHERE path = ? AND uid IS NULL AND (machine IS NULL OR machine = ?) "
+                       "ORDER BY home_id LIMIT 1", (path, machine_id()))
+    return None if row is None else row[0]
+
+
+def boolean(v: Any) -> bool | None:
+    """A Boolean column (SQLite stores 0/1)."""
+    return None if v is None else bool(v)
+
+
+def utc_text(v: Any) -> str | None:
+    """A DateTime column as ledger.records.timefmt.format_utc() writes it. SQLite keeps
+    SQLAlchemy's storage text (`YYYY-MM-DD HH:MM:SS.ffffff`, UTC); a server gives datetimes."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        if len(v) == 26 and v[10] == " " and v[19] == ".":
+            return f"{v[:10]}T{v[11:]}Z"
+        from datetime import datetime
+
+        v = datetime.fromisoformat(v)
+    from ledger.records.timefmt import format_utc
+
+    return format_utc(v)
