@@ -128,3 +128,29 @@ def test_version_prints_the_installed_version():
     res = CliRunner().invoke(app, ["--version"])
     assert res.exit_code == 0
     assert res.stdout == f"ledger {version('ledger')}\n"
+
+
+HELP_SCREENS = [(), ("run",), ("runs",), ("show",), ("index",), ("import",), ("sql",), ("report",),
+                ("verify",), ("demo",), ("push",), ("db",), ("db", "upgrade"), ("homes",), ("homes", "forget")]
+
+
+@pytest.mark.parametrize("cmd", HELP_SCREENS, ids=[" ".join(c) or "ledger" for c in HELP_SCREENS])
+def test_help_screens_show_no_type_beside_a_flag(cmd):
+    # issue 12: Typer 0.29 prints a type beside every option: a flag takes no value
+    res = subprocess.run([sys.executable, "-m", "ledger", *cmd, "--help"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "100"}, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "--help" in res.stdout and "<bool>" not in res.stdout
+    assert res.stdout.count("Usage:") == 1
+
+
+@pytest.mark.parametrize("words, cword, want", [
+    ("ledger ru", 1, ["run", "runs"]),
+    ("ledger homes ", 2, ["forget", "list"]),
+    ("ledger report --si", 2, ["--since"]),
+])
+def test_shell_completion_completes_commands_and_options(words, cword, want):
+    # the bash protocol `ledger --install-completion bash` installs
+    env = {**os.environ, "_LEDGER_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    res = subprocess.run([sys.executable, "-m", "ledger"], capture_output=True, text=True, env=env, timeout=60)
+    assert sorted(res.stdout.split()) == want, (res.stdout, res.stderr)

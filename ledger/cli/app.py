@@ -47,12 +47,29 @@ class LedgerGroup(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def _flags_without_type() -> None:
+    """Typer 0.29 prints every option's type, so a flag (which takes no value) would read
+    `--help <bool>`, `--install-completion <bool>`: a flag shows none."""
+    from typer.core import TyperOption
+
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag and not self.count and self.metavar is None:
+            return None
+        return original(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_type()
+
 app = typer.Typer(
     name="ledger",
     cls=LedgerGroup,
     help="An evidence ledger for AI coding-agent runs: immutable records, an SQL index, exact cost reports.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
 

@@ -132,6 +132,19 @@ run.__doc__ = (run.__doc__ or "").replace("{agents}", ", ".join(AGENT_LABELS)).r
     "{harness_choices}", "|".join(HARNESS_CHOICES))
 
 
+def help_text() -> str:
+    """`ledger run --help`: the docstring as written (one Usage line first, the option table
+    not re-wrapped); Typer's own rendering would add a second Usage line and re-wrap it."""
+    import inspect
+
+    doc = inspect.cleandoc(run.__doc__ or "")
+    intro, _, rest = doc.partition("\b\nUsage:")
+    usage, _, options = rest.partition("\n")
+    options = options.replace("\b\n", "")
+    return (f"Usage:{usage}\n\n{intro.strip()}\n\n{options.rstrip()}\n"
+            f"  --help                  show this message and exit\n")
+
+
 def execute(args: list[str]) -> int:
     """Parse `[OPTIONS] CMD ARGS...`, run, print what `ledger run` prints; the exit code.
 
@@ -246,6 +259,8 @@ def main_fast(argv: list[str]) -> None:
 
     head = argv[: argv.index("--")] if "--" in argv else argv
     if "--help" in head and not any(not a.startswith("-") for a in head[: head.index("--help")]):
+        print(help_text(), end="")
+        _exit(0)
         return
     try:
         code = execute(list(argv))
