@@ -14,10 +14,11 @@ RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_t
 IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (None, "abandoned")}
 
 
-TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "in", "out", "cost $", "gaps", "subjects")
+TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "duration", "in", "out", "cost $", "gaps",
+                 "subjects")
 # hidden in this order on a narrow terminal: the id (pasted into `ledger show`), the outcome
 # and the cost are kept whole
-DROP_FIRST = (8, 2, 9, 3, 5, 6, 1)
+DROP_FIRST = (9, 2, 10, 5, 3, 6, 7, 1)
 
 
 def _short(row: list) -> list:
@@ -39,6 +40,14 @@ def _short(row: list) -> list:
         row[8] = f"{row[8]:,.4f}"
     del row[11:]  # (the verdict's columns: shown in the outcome cell)
     del row[5]
+    return row
+
+
+def _table_row(d: dict) -> list:
+    """A row of the human table: `_short(_row(d))` with the duration after the outcome (the
+    CSV keeps RUN_COLUMNS: started and ended are in --json)."""
+    row = _short(_row(d))
+    row.insert(5, _duration(d.get("started"), d.get("ended")))
     return row
 
 
@@ -102,7 +111,7 @@ def runs(
         title = _title(len(chosen))
         if sel.hidden:
             title = f"{len(chosen):,} of {len(chosen) + sel.hidden:,} runs (--limit N or --all for more)"
-        print_table((_short(_row(s.to_dict())) for s in chosen), TABLE_COLUMNS, title=title, compact=True,
+        print_table((_table_row(s.to_dict()) for s in chosen), TABLE_COLUMNS, title=title, compact=True,
                     drop_first=DROP_FIRST)
 
 
