@@ -363,3 +363,29 @@ def test_a_no_change_pass_records_that_the_home_synced(tmp_path, pg_url, monkeyp
     assert index(pg_url, home)["unchanged"] == 1
     again = orjson.loads(cli("homes", "list", "--json", "--db", pg_url).stdout)[0]["last_indexed_at"]
     assert again > first
+
+
+def test_report_home_and_the_home_id_filter(tmp_path, db_url, monkeypatch):
+    """The home dimension of reports: one row per home (its path, id and machine), totals over
+    all; --home-id keeps one home's runs (every location of it)."""
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    path = tmp_path / "home"
+    on_machine(monkeypatch, "laptop-a")
+    for _ in range(2):
+        make_run(path, cost=0.5)
+    index(db_url, path)
+    uid_a = orjson.loads((path / "home-id.json").read_bytes())["home_id"]
+    shutil.move(path, tmp_path / "a-disk")
+    on_machine(monkeypatch, "laptop-b")
+    make_run(path, cost=0.25)
+    index(db_url, path)
+    res = cli("report", "home", "--json", "--db", db_url, "--home", str(path))
+    assert res.exit_code == 0, res.output
+    doc = orjson.loads(res.stdout)
+    rows = sorted((r["key"], r["machine"], r["home_id"] == uid_a, r["runs"], r["cost_usd"]) for r in doc["rows"])
+    assert rows == [(str(path), "laptop-a", True, 2, 1.0), (str(path), "laptop-b", False, 1, 0.25)]
+    assert doc["totals"]["runs"] == 3
+    one = orjson.loads(cli("report", "--home-id", uid_a, "--json", "--db", db_url, "--home", str(path)).stdout)
+    assert one["totals"]["runs"] == 2 and one["query"]["filters"] == {"home_id": [uid_a]}
+    table = cli("report", "home", "--db", db_url, "--home", str(path))
+    assert table.exit_code == 0 and "home" in table.stdout.splitlines()[2]

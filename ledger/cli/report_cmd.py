@@ -24,7 +24,7 @@ _LABELS = {**FILTER_LABELS, "harness": f"{FILTER_LABELS['harness']} ({', '.join(
 
 
 def _filter(name: str) -> object:
-    return typer.Option(f"--{name}", help=f"Only runs with this {_LABELS[name]} (repeat for several; `*` is a wildcard).",
+    return typer.Option(f"--{name.replace('_', '-')}", help=f"Only runs with this {_LABELS[name]} (repeat for several; `*` is a wildcard).",
                         show_default=False)
 
 
@@ -43,6 +43,7 @@ def report(
     repo: Annotated[ListOpt, _filter("repo")] = None,
     host: Annotated[ListOpt, _filter("host")] = None,
     source: Annotated[ListOpt, _filter("source")] = None,
+    home_id: Annotated[ListOpt, _filter("home_id")] = None,
     outcome: Annotated[ListOpt, typer.Option("--outcome", help=f"{' | '.join(OUTCOMES)} (repeatable).", show_default=False)] = None,
     by: Annotated[str | None, typer.Option("--by", help=f"{' | '.join(EVALUATION_KINDS)}: the evaluation view (same as the {' / '.join(EVALUATION_KINDS)} reports).", show_default=False)] = None,
     breakdown: Annotated[bool, typer.Option("--breakdown", help="Per-model rows under each group.", metavar="")] = False,
@@ -103,7 +104,8 @@ def report(
         kind=kind, zone=zone, zone_name=zone_name, since=since_day, until=until_day,
         week_start=week_start,
         filters={k: v for k, v in (("harness", harness), ("model", model), ("skill", skill), ("subject", subject),
-                                   ("repo", repo), ("host", host), ("outcome", outcome), ("source", source)) if v},
+                                   ("repo", repo), ("host", host), ("outcome", outcome), ("source", source),
+                                   ("home_id", home_id)) if v},
         breakdown=breakdown, order=order, limit=limit, cost=cost,
     )
     if html is not None:

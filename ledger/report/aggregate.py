@@ -35,7 +35,7 @@ RATE_DIGITS = 6
 
 FACTS, SLOTS, DAYS = "report_facts", "report_slots", "report_days"
 _KEY_COLUMNS = {"run": "run_id", "session": "session", "subject": "subject", "model": "run_model", "harness": "harness", "skill": "skill",
-                "repo": "repo", "host": "host"}
+                "repo": "repo", "host": "host", "home": "home_id"}
 
 
 @dataclass
@@ -347,6 +347,9 @@ def _filter_conds(q: ReportQuery) -> list[Sql]:
             conds.append(_match(f"{f}.{name}", flt[name]))
     if flt.get("model"):
         conds.append(_models_match(flt["model"]))
+    if flt.get("home_id"):  # (issue 11: every location of a home carries its id)
+        ids = _match("homes.uid", flt["home_id"])
+        conds.append(Sql(f"{f}.home_id IN (SELECT homes.home_id FROM homes WHERE {ids.text})", ids.params))
     if flt.get("subject"):  # the first subject is on the row; look further only for runs with more
         more = _match("more_subjects.selector", flt["subject"])
         exists = Sql("EXISTS (SELECT * FROM subjects AS more_subjects WHERE more_subjects.home_id = "
@@ -732,6 +735,8 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
     if q.kind == "task" and info:
         for d in rows:
             d.update(info[d["key"]])
+    if q.kind == "home":
+        _home_labels(conn, rows)
     rows = _sort_rows(q, rows)
     if q.limit is not None:
         rows = rows[:q.limit]
@@ -739,6 +744,18 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
     tot.pop("key")
     pricing = _pricing(conn, q, conds, tot)
     return Report(query=q, rows=rows, totals=tot, pricing=pricing, seconds=time.perf_counter() - t0)
+
+
+def _home_labels(c: Conn, rows: list[dict[str, Any]]) -> None:
+    """`report home`: each row's key is the home's path; its id and machine ride along (two
+    machines may hold a home at the same path, issue 11)."""
+    homes = {int(h): (path, uid, machine) for h, path, uid, machine in
+             _rows(c, Sql("SELECT homes.home_id, homes.path, homes.uid, homes.machine FROM homes"))}
+    for d in rows:
+        path, uid, machine = homes.get(int(d["key"]), (None, None, None))
+        d["key"] = path
+        d["home_id"] = uid
+        d["machine"] = machine
 
 
 def _pricing(c: Conn, q: ReportQuery, conds: list[Sql], totals: dict[str, Any]) -> dict[str, Any]:

@@ -213,7 +213,7 @@ _APP = r"""
   const TIME = ["daily", "weekly", "monthly"].includes(R.report);
   const KEY = {daily: "date", weekly: "week of", monthly: "month", run: "run", session: "session",
                model: "model", harness: "harness", skill: "skill", subject: "subject", repo: "repo",
-               host: "host", task: "task"};
+               host: "host", task: "task", home: "home"};
 
   const label = (k) => (k === null || k === undefined) ? "(none)" : String(k);
   const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");

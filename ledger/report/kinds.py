@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # time reports first (bucketed), then the group-by reports
 TIME_KINDS = ("daily", "weekly", "monthly")
-KINDS = TIME_KINDS + ("run", "session", "model", "harness", "skill", "subject", "repo", "host", "task")
+KINDS = TIME_KINDS + ("run", "session", "model", "harness", "skill", "subject", "repo", "host", "task", "home")
 # the evaluation view: the subject / skill reports (`--by subject|skill`)
 EVALUATION_KINDS = ("subject", "skill")
 OUTCOMES = ("completed", "failed", "interrupted", "abandoned", "running", "unknown")
@@ -22,6 +22,7 @@ FILTER_LABELS = {
     "repo": "repository",
     "host": "host",
     "source": "source (record: launched by `ledger run`; claude-log, codex-log, gemini-log: imported sessions)",
+    "home_id": "home id (`ledger homes list`: the id written in the home; a team index holds several)",
 }
 FILTERS = (*FILTER_LABELS, "outcome")
 # auto: the provider's receipt, else the estimate (ledger.report.costs applies the rule)

@@ -25,7 +25,7 @@ MODEL_FIELDS = (
 )
 KEY_LABELS = {"daily": "date", "weekly": "week of", "monthly": "month", "run": "run", "session": "session",
               "model": "model", "harness": "harness", "skill": "skill", "subject": "subject", "repo": "repo",
-              "host": "host", "task": "task"}
+              "host": "host", "task": "task", "home": "home"}
 ALL_MODELS = "*"  # the `model` of a group's own CSV line with --breakdown
 
 
