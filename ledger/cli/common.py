@@ -105,6 +105,15 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
     if compact and drop_first:
         rows = [list(r) for r in rows]
         header, footer, rows = _fit_columns(header, footer, rows, drop_first, data_console().width)
+    if compact and footer is None:
+        # a table that fits is written as Rich would draw it, without measuring every cell (issue 10)
+        from ledger.tables import simple_head
+        from ledger.text import plain
+
+        rows = [[plain("—" if v is None else v) for v in r] for r in rows]
+        if simple_head(data_console(), [plain(h) for h in header], ["left"] * len(header),
+                       [(r, None, False) for r in rows], title=title):
+            return
 
     table = Table(title=title, show_footer=footer is not None,
                   **({"box": box.SIMPLE_HEAD, "pad_edge": False} if compact else {}))
@@ -124,10 +133,12 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
 def _fit_columns(header: Sequence[str], footer: Sequence[Any] | None, rows: list[list[Any]],
                  drop_first: Sequence[int], width: int) -> tuple[list[str], Any, list[list[Any]]]:
     """Hide columns (in `drop_first` order) until the compact table fits `width`."""
-    from ledger.text import shown
+    from rich.cells import cell_len
+
+    from ledger.text import plain
 
     def cell(v: Any) -> int:
-        return shown("—" if v is None else v).cell_len
+        return cell_len(plain("—" if v is None else v))
 
     widths = [max([len(str(h))] + [cell(r[i]) for r in rows]) for i, h in enumerate(header)]
     keep = list(range(len(header)))

@@ -163,9 +163,11 @@ DROP_ORDER = ("tool err", "invoked", "unverified", "aband.", "intr.", "median ti
 
 def _fit(cols: list[tuple[str, Any]], body: list[tuple[list[str], Any]], width: int) -> list[int]:
     """The columns to show: all that fit, hiding DROP_ORDER first; the key column folds last."""
-    from ledger.text import shown
+    from rich.cells import cell_len
 
-    widths = [max([len(name)] + [shown(cells[i]).cell_len for cells, _ in body]) for i, (name, _) in enumerate(cols)]
+    from ledger.text import plain
+
+    widths = [max([len(name)] + [cell_len(plain(cells[i])) for cells, _ in body]) for i, (name, _) in enumerate(cols)]
     keep = list(range(len(cols)))
     for drop in DROP_ORDER:
         if sum(widths[k] for k in keep) + 3 * len(keep) <= width:
@@ -187,7 +189,8 @@ def print_table(report: Report, console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ledger.text import shown
+    from ledger.tables import simple_head
+    from ledger.text import plain, shown
 
     console = console or Console(emoji=False, highlight=False)
     q = report.query
@@ -205,11 +208,14 @@ def print_table(report: Report, console: Any = None) -> None:
                 fn(m) if name not in GROUP_ONLY else "" for name, fn in cols[1:]], "dim"))
     body.append((["Total"] + [fn(report.totals) for _, fn in cols[1:]], "bold"))
     keep = _fit(cols, body, console.width)
+    justify = ["left" if i == 0 or cols[i][0] in ("basis", "started", "model") else "right" for i in keep]
+    # a table that fits is written as Rich would draw it, without measuring every cell (issue 10)
+    if simple_head(console, [cols[i][0] for i in keep], justify,
+                   [([plain(cells[i]) for i in keep], style, style == "bold") for cells, style in body]):
+        return
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
-    for i in keep:
-        name = cols[i][0]
-        table.add_column(name, justify="left" if i == 0 or name in ("basis", "started", "model") else "right",
-                         overflow="fold", no_wrap=i != 0)
+    for i, how in zip(keep, justify):
+        table.add_column(cols[i][0], justify=how, overflow="fold", no_wrap=i != 0)
     for cells, style in body:
         if style == "bold":
             table.add_section()
