@@ -122,7 +122,10 @@ class _HoldCommit:
     """Holds the commit of the first transaction that wrote `runs` in one thread (an index
     pass on a laptop that is slow to commit) until released."""
 
-    WRITES_RUNS = re.compile(r'^\s*(INSERT\s+INTO|COPY)\s+"?runs"?[\s(]', re.I)
+    # rows of `runs` go in by INSERT, or by psycopg's COPY (not seen by SQLAlchemy's events);
+    # either way the batch's transaction then takes the copy locks of its run ids (pglocks)
+    WRITES_RUNS = re.compile(r'^\s*((INSERT\s+INTO|COPY)\s+"?runs"?[\s(]|SELECT pg_advisory_xact_lock\(\d+, hashtext)',
+                             re.I)
 
     def __init__(self) -> None:
         self.thread: int | None = None
