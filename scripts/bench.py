@@ -11,7 +11,7 @@ import importlib
 import sys
 from pathlib import Path
 
-PARTS = ("index", "report", "launch", "sources", "team")
+PARTS = ("index", "report", "launch", "sources", "team", "warm")
 
 
 def main(argv: list[str]) -> int:
