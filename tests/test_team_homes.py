@@ -172,8 +172,14 @@ def test_a_copy_with_a_different_manifest_is_shown_not_merged(tmp_path, db_url, 
     assert [p["path"] for p in summary["skipped"]] == [str(forged)]
     assert "different manifest" in summary["skipped"][0]["reason"]
     assert count(db_url) == 1 and count(db_url, f"WHERE home = '{home}'") == 1
+    assert f"({home} (home id " in summary["skipped"][0]["reason"]  # names the home that counts it
     # listed on every pass, like a damaged record
     assert "different manifest" in index(db_url, copy)["skipped"][0]["reason"]
+    # the first home's run goes: the other run with that id is the only one, and is counted
+    shutil.rmtree(run)
+    index(db_url, home)
+    summary = index(db_url, copy)
+    assert summary["skipped"] == [] and count(db_url, f"WHERE home = '{copy}'") == 1 and count(db_url) == 1
 
 
 # --------------------------------------------------------------------------------------
@@ -389,3 +395,23 @@ def test_report_home_and_the_home_id_filter(tmp_path, db_url, monkeypatch):
     assert one["totals"]["runs"] == 2 and one["query"]["filters"] == {"home_id": [uid_a]}
     table = cli("report", "home", "--db", db_url, "--home", str(path))
     assert table.exit_code == 0 and "home" in table.stdout.splitlines()[2]
+
+
+def test_a_copy_of_many_runs_is_counted_once(tmp_path, db_url, monkeypatch):
+    """A batch with more runs than one copies query holds (copies.CHUNK; the first batch of a
+    pass is FIRST_BATCH, the next ones larger): every one is a copy."""
+    from ledger.index import copies
+    from ledger.index.indexer import BATCH, FIRST_BATCH
+    from recordkit import write_record
+
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    home = tmp_path / "home"
+    n = FIRST_BATCH + copies.CHUNK + 37
+    assert BATCH > copies.CHUNK + 37
+    for _ in range(n):
+        write_record(home)
+    index(db_url, home)
+    copy = tmp_path / "copy"
+    shutil.copytree(home, copy, ignore=shutil.ignore_patterns("index.sqlite*"))
+    assert index(db_url, copy)["copies"] == n
+    assert count(db_url) == n and count(db_url, f"WHERE home = '{copy}'") == 0

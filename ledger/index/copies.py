@@ -31,13 +31,6 @@ _SAME = ("created_at", "harness", "cwd", "host", "parent_run_id")
 CHUNK = 500
 
 
-def _norm(v: Any) -> Any:
-    # SQLite hands back naive datetimes, PostgreSQL aware ones: compare the instant
-    if hasattr(v, "tzinfo") and v.tzinfo is not None:
-        return v.replace(tzinfo=None) - v.utcoffset()
-    return v
-
-
 def others(conn: Any, home_id: int, run_ids: list[str]) -> dict[str, tuple[int, bool]]:
     """{run_id: (other home_id, same manifest)} for the runs of `run_ids` that another home
     holds (this home's rows must already be written)."""
@@ -55,7 +48,7 @@ def others(conn: Any, home_id: int, run_ids: list[str]) -> dict[str, tuple[int, 
             if row[0] in out:
                 continue
             mine, theirs = row[2:2 + n], row[2 + n:]
-            out[row[0]] = (row[1], all(_norm(a) == _norm(b) for a, b in zip(mine, theirs)))
+            out[row[0]] = (row[1], tuple(mine) == tuple(theirs))  # (both rows from this database)
     return out
 
 
