@@ -20,10 +20,13 @@ Only complete lines are copied: a torn last line (a live session) waits for its 
 Unreadable files, directories named like logs, FIFOs and symlinks (never followed) are skipped
 and named; the import goes on.
 
-Not done here yet: zstandard compression of settled archive files; projecting the archive
-into the index (a `Source` in ledger/index/sources.py); batched durability (each changed log
-costs two fsyncs, archive and state: ~11 s for 2,000 new logs on a 2-core test machine, ~3 s
-without them; one syncfs per batch would need the archive's own size to be the cursor's truth).
+A log's new complete lines are appended as one zstd frame per import (read in blocks of
+BLOCK bytes: one read and one compression call for a log under 16 MiB). An import syncs once,
+at its end (an fsync per log cost ~11 s per 2,000 new logs on a 2-core machine). A large
+import (PARALLEL_MIN) on a machine with a second core forks one worker for about half of the
+bytes: each log is written by one process only, the worker's summary comes back on a pipe, and
+a worker that dies leaves its part to this process (what it wrote is adopted like an
+interrupted import's).
 """
 
 from __future__ import annotations
@@ -32,10 +35,10 @@ import errno
 import hashlib
 import itertools
 import json
+import operator
 import os
 import stat as stat_mod
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -47,6 +50,9 @@ FILE_MODE = 0o600
 PREFIX_BYTES = 4096
 TAIL_BYTES = 256
 CHUNK = 1 << 20
+PARALLEL_MIN = 64 << 20  # a cold import of at least this many bytes (and files, FILE_COST each) forks a worker
+FILE_COST = 64 << 10  # a new log's files cost about as much as compressing this many bytes
+BLOCK = 1 << 24  # a log's new bytes are read (and compressed) in blocks of this size
 STATE_DIR = ".state"
 STATE_VERSION = 1
 
@@ -183,31 +189,38 @@ def discover(client: Client, root: Path, summary: ClientSummary) -> list[Found]:
 
 
 def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSummary) -> Iterator[Found]:
+    # (every reader walks the config dirs: this loop is most of a warm `ledger report`)
+    by_name = operator.attrgetter("name")
     stack = [sub]
     while stack:
         rel_dir = stack.pop()
         path_dir = os.path.join(root, rel_dir)
         try:
             with os.scandir(path_dir) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = list(it)
         except OSError as exc:
             summary.skipped.append(Problem(path_dir, f"unreadable directory ({exc.strerror})"))
             continue
+        entries.sort(key=by_name)
         subdirs = []
         for e in entries:
-            rel = f"{rel_dir}/{e.name}"
+            name = e.name
             try:
                 if e.is_symlink():
-                    if e.is_dir() or client.wanted(e.name, rel):
+                    if e.is_dir() or client.wanted(name, f"{rel_dir}/{name}"):
                         summary.skipped.append(Problem(e.path, _symlink_reason(e.path, real_root)))
                     continue
                 if e.is_dir(follow_symlinks=False):
-                    if client.wanted(e.name, rel):
+                    rel = f"{rel_dir}/{name}"
+                    if client.wanted(name, rel):
                         summary.skipped.append(Problem(e.path, "a directory where a log file should be"))
                     else:
                         subdirs.append(rel)
                     continue
-                if not client.wanted(e.name, rel):
+                if not name.endswith(".jsonl"):
+                    continue  # (not a log whatever the client: no stat)
+                rel = f"{rel_dir}/{name}"
+                if not client.wanted(name, rel):
                     continue
                 st = e.stat(follow_symlinks=False)
             except OSError as exc:
@@ -261,7 +274,7 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 def _write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
     """tmp (0600, O_EXCL) + fsync + rename + fsync dir: a state file is whole or absent.
     `durable=False`: no fsync here (an import syncs once at its end, see import_client)."""
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    tmp = path.parent / f".{path.name}.{os.urandom(16).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)
@@ -284,6 +297,20 @@ def _write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+_EMPTY_SHA = _sha(b"")
+
+
+def _dumps(state: dict[str, Any]) -> bytes:
+    """A state file's bytes: orjson, or json for what it refuses (a path with bytes that are not
+    UTF-8, kept as surrogate escapes, is written as \\udcXX escapes)."""
+    import orjson
+
+    try:
+        return orjson.dumps(state, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return json.dumps(state, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _pread_all(fd: int, n: int, offset: int) -> bytes:
@@ -326,7 +353,7 @@ def _load_state(path: Path, client: Client, key: str) -> tuple[dict[str, Any], s
         dict(state["sources"])
         return state, None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}")
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}")
         os.replace(path, aside)
         return fresh, f"its archive state was damaged ({type(exc).__name__}), set aside as {aside.name}"
 
@@ -351,6 +378,7 @@ class Archiver:
         # shorter than its state is that crash's doing, not damage (see _open_archive)
         self.recovering = os.path.exists(self.client_dir / IMPORTING_FILE)
         self.flagged = False
+        self.made: set[str] = set()  # directories this import made or found (see _mkdirs)
 
     def begin_write(self) -> None:
         """Before the first byte this import writes: the flag that says a sync is pending."""
@@ -360,23 +388,121 @@ class Archiver:
             self.flagged = True
 
     def run(self, found: list[Found], progress: Callable[[int, int], None] | None = None) -> None:
+        todo: list[tuple[Found, str]] = []
         seen_keys: dict[str, str] = {}
-        for i, f in enumerate(found):
+        for f in found:
             key = self.client.key(f.rel)
             first = seen_keys.setdefault(key, f.path)
             if first != f.path and self.client.key_by_name:
                 # Codex: the same rollout in sessions/ and archived_sessions/: sessions/ wins
                 self.summary.skipped.append(Problem(f.path, f"the same log is at {first} (that one is archived)"))
                 continue
-            self.summary.files += 1
-            try:
-                self._one(f, key)
-            except OSError as exc:
-                self.summary.skipped.append(Problem(f.path, f"unreadable ({exc.strerror or exc})"))
-            except LedgerError as exc:  # this log's archive is damaged: the others go on
-                self.summary.skipped.append(Problem(f.path, exc.message))
+            todo.append((f, key))
+        skipped = len(found) - len(todo)
+        mine, theirs = self._split(todo)
+        child = self._fork(theirs) if theirs else None
+        done = 0
+        for f, key in mine:
+            self._one_safe(f, key)
+            done += 1
             if progress is not None:
-                progress(i + 1, len(found))
+                progress(skipped + done + (child.poll() if child else 0), len(found))
+        if child is not None:
+            self._join(child, theirs)
+            if progress is not None:
+                progress(len(found), len(found))
+
+    def _one_safe(self, f: Found, key: str) -> None:
+        self.summary.files += 1
+        try:
+            self._one(f, key)
+        except OSError as exc:
+            self.summary.skipped.append(Problem(f.path, f"unreadable ({exc.strerror or exc})"))
+        except LedgerError as exc:  # this log's archive is damaged: the others go on
+            self.summary.skipped.append(Problem(f.path, exc.message))
+
+    # ---- two processes for a large import (issue 15: a cold import of a long history)
+    def _split(self, todo: list[tuple[Found, str]]) -> tuple[list[tuple[Found, str]], list[tuple[Found, str]]]:
+        """(this process's logs, a worker's): on a machine with a second core, a large import
+        is shared by byte count (its cost is compressing the bytes and creating the archive
+        and state files, ~equal per byte and per file); every log of one key stays in one
+        process (they share a state file). Small imports stay in this process."""
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        cost: dict[str, int] = {}
+        for f, key in todo:
+            if self.seen.get(f.path) != [f.st.st_size, f.st.st_mtime_ns, f.st.st_ino]:  # (unchanged: no cost)
+                cost[key] = cost.get(key, 0) + f.st.st_size + FILE_COST
+        total = sum(cost.values())
+        if cores < 2 or total < PARALLEL_MIN or not hasattr(os, "fork"):
+            return todo, []
+        theirs_keys: set[str] = set()
+        acc = 0
+        for key, c in cost.items():  # (in the order of the walk: a worker's logs share directories)
+            if acc >= total // 2:
+                break
+            theirs_keys.add(key)
+            acc += c
+        mine = [t for t in todo if t[1] not in theirs_keys]
+        return mine, [t for t in todo if t[1] in theirs_keys]
+
+    def _fork(self, part: list[tuple[Found, str]]) -> "_Worker | None":
+        """A forked worker archiving `part` (its summary and seen entries come back on a pipe;
+        it writes only its own logs' archive and state files)."""
+        self.begin_write()  # (the flag is this process's to remove, after the one sync)
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return None  # (no second process: this one archives everything)
+        if pid == 0:  # the worker: never returns
+            code = 1
+            try:
+                os.close(r)
+                self.summary = ClientSummary(self.client.name)
+                for f, key in part:
+                    self._one_safe(f, key)
+                    os.write(w, b".")  # (progress)
+                out = {"summary": asdict(self.summary), "changed": self.changed, "seen_dirty": self.seen_dirty,
+                       "seen": {f.path: self.seen[f.path] for f, _ in part if f.path in self.seen}}
+                _write_all(w, b"\n" + json.dumps(out).encode("ascii"))
+                code = 0
+            except BaseException:  # noqa: BLE001 - the parent archives this part itself
+                pass
+            finally:
+                os._exit(code)
+        os.close(w)
+        os.set_blocking(r, False)
+        return _Worker(pid, r)
+
+    def _join(self, child: "_Worker", part: list[tuple[Found, str]]) -> None:
+        """The worker's results merged into this import's; a worker that died is replaced by
+        archiving its part here (what it archived of a log before dying is adopted like an
+        interrupted import's: see _open_archive)."""
+        data = child.finish()
+        payload = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+        try:
+            out = json.loads(payload) if child.status == 0 else None
+        except ValueError:
+            out = None
+        if not isinstance(out, dict):
+            for f, key in part:
+                self._one_safe(f, key)
+            return
+        theirs = out["summary"]
+        s = self.summary
+        for name in ("files", "unchanged", "new_files", "new_bytes", "read_bytes", "waiting", "generations"):
+            setattr(s, name, getattr(s, name) + theirs[name])
+        s.gaps.extend(Gap(**g) for g in theirs["gaps"])
+        s.skipped.extend(Problem(**p) for p in theirs["skipped"])
+        s.notes.extend(theirs["notes"])
+        self.seen.update(out["seen"])
+        self.changed = self.changed or out["changed"]
+        self.seen_dirty = self.seen_dirty or out["seen_dirty"]
 
     def _one(self, f: Found, key: str) -> None:
         if self.seen.get(f.path) == [f.st.st_size, f.st.st_mtime_ns, f.st.st_ino]:
@@ -405,9 +531,12 @@ class Archiver:
                 self.summary.skipped.append(Problem(f.path, "not a regular file"))
                 return
             sig = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
-            head = _pread_all(src, min(PREFIX_BYTES, st.st_size), 0)
-            self.summary.read_bytes += len(head)
             gens = state["generations"]
+            # a log never archived is read whole in one go (the copy starts from these bytes);
+            # one that was is read from its archived end, after the prefix check's 4 KiB
+            first = _pread_all(src, min(max(BLOCK, PREFIX_BYTES) if not gens else PREFIX_BYTES, st.st_size), 0)
+            head = first[:PREFIX_BYTES]
+            self.summary.read_bytes += len(first)
             current = seen.get("generation") if seen else None
             gen = self._matching(src, st.st_size, head, gens, current)
             gap_reason = None
@@ -415,7 +544,7 @@ class Archiver:
                 gap_reason = self._why_not(src, st.st_size, head, gens, current)
             elif gen is None and damaged:
                 gap_reason = damaged
-            copied, pending = self._copy(src, f, gens, gen, head)
+            copied, pending = self._copy(src, f, st.st_size, gens, gen, first)
             if copied and gen is None:
                 gen = gens[-1]
                 if gap_reason is not None:
@@ -427,9 +556,8 @@ class Archiver:
                 self.summary.waiting += 1
             state["sources"][f.path] = {**sig, "generation": gen["generation"] if gen else None,
                                         "pending_bytes": pending, "root": f.root, "rel": f.rel}
-            _mkdirs(state_path.parent)
-            _write_atomic(state_path, json.dumps(state, separators=(",", ":")).encode("ascii") + b"\n",
-                          durable=False)
+            self._mkdirs(state_path.parent)
+            _write_atomic(state_path, _dumps(state), durable=False)
             self.changed = True
             if not pending:
                 self.seen[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
@@ -463,83 +591,104 @@ class Archiver:
             return "rewritten: its first bytes differ from the archive"
         return "rewritten: the bytes before the archived end differ from the archive"
 
-    def _copy(self, src: int, f: Found, gens: list[dict[str, Any]], gen: dict[str, Any] | None,
-              head: bytes) -> tuple[int, int]:
-        """Append the complete lines after the generation's end (a new generation when `gen`
-        is None and there is a complete line); returns (bytes copied, bytes of a torn line)."""
+    def _copy(self, src: int, f: Found, size: int, gens: list[dict[str, Any]], gen: dict[str, Any] | None,
+              first: bytes) -> tuple[int, int]:
+        """Append the complete lines after the generation's end, up to the log's `size` when it
+        was opened (a new generation when `gen` is None and there is a complete line); returns
+        (bytes copied, bytes of a torn line). `first`: the log's bytes from 0, read already."""
         self.begin_write()
         dst = self._open_archive(gen) if gen is not None else None  # may adopt an interrupted append
         offset = gen["size"] if gen is not None else 0
+        zstd = gen is None or gen.get("format") == ZSTD  # (new generations are zstd)
         copied = 0
-        frame = None  # a zstd generation: this import's lines are one frame appended to it
-        # the head was read already: the copy of a new log starts from it, not from the disk
-        pending = bytearray(head[offset:]) if offset < len(head) else bytearray()
-        pos = max(offset, len(head))
-        first = bool(pending)
+        frame = None  # new bytes larger than a block: one frame streamed over several reads
+        pending: bytes | bytearray = first[offset:] if offset < len(first) else b""
+        pos = max(offset, len(first))
+        last_line = b""  # the end of the copied bytes (the tail check hash is taken from it)
         try:
             while True:
-                if first:
-                    first = False
-                else:
-                    chunk = os.pread(src, CHUNK, pos)
-                    if not chunk:
-                        break
-                    pos += len(chunk)
-                    self.summary.read_bytes += len(chunk)
-                    pending += chunk
+                want = min(BLOCK, size - pos)
+                chunk = _pread_all(src, want, pos) if want > 0 else b""
+                pos += len(chunk)
+                self.summary.read_bytes += len(chunk)
+                done = len(chunk) < want or pos >= size  # (a log that shrank meanwhile ends early)
+                if chunk:
+                    if pending:
+                        pending = (pending if isinstance(pending, bytearray) else bytearray(pending))
+                        pending += chunk
+                    else:
+                        pending = chunk
                 cut = pending.rfind(b"\n") + 1
-                if not cut:
-                    continue
-                if dst is None:
-                    gen = self._new_generation(f, gens)
-                    dst = self._open_archive(gen)
-                if gen.get("format") == ZSTD:
-                    if frame is None:
-                        frame = _compressor().compressobj()
-                    _write_all(dst, frame.compress(bytes(memoryview(pending)[:cut])))
-                else:
-                    _write_all(dst, memoryview(pending)[:cut])
-                copied += cut
-                del pending[:cut]
+                if cut:
+                    if dst is None:
+                        gen, dst = self._new_generation(f, gens)
+                    view = memoryview(pending)[:cut]
+                    if not zstd:
+                        _write_all(dst, view)
+                    elif done and frame is None:  # (the usual case: all new bytes in one read)
+                        _write_all(dst, _compressor().compress(view))
+                    else:
+                        frame = frame or _compressor().compressobj()
+                        _write_all(dst, frame.compress(view))
+                    copied += cut
+                    last_line = bytes(view[-TAIL_BYTES:])
+                    view.release()
+                    pending = pending[cut:]
+                if done:
+                    break
             if copied:
                 if frame is not None:
                     _write_all(dst, frame.flush())
+                if zstd:
                     gen["csize"] = os.fstat(dst).st_size
                 grown_from = gen["size"]
                 gen["size"] += copied
                 # the archive holds the log's first `size` bytes: the check hashes come from
                 # the log (the archive may be compressed)
-                _hash_from(src, gen, head, prefix=grown_from < PREFIX_BYTES)
+                if grown_from < PREFIX_BYTES:
+                    gen["prefix_sha256"] = _sha(first[:min(PREFIX_BYTES, gen["size"])])
+                if len(last_line) == TAIL_BYTES or gen["size"] <= TAIL_BYTES:
+                    gen["tail_sha256"] = _sha(last_line if gen["size"] > TAIL_BYTES else first[:gen["size"]])
+                else:
+                    _hash_from(src, gen, first, prefix=False)
                 self.summary.new_bytes += copied
         finally:
             if dst is not None:
                 os.close(dst)
         return copied, len(pending)
 
-    def _new_generation(self, f: Found, gens: list[dict[str, Any]]) -> dict[str, Any]:
+    def _new_generation(self, f: Found, gens: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+        """A new (zstd) generation of the log and its archive file, created empty and open for
+        appending."""
         number = max((g["generation"] for g in gens), default=0) + 1
         stem = f.rel[: -len(".jsonl")]
         z = ZSTD_SUFFIX
         names = itertools.chain([f.rel + z] if number == 1 else [], [f"{stem}.gen{number}.jsonl{z}"],
                                 (f"{stem}.gen{number}.{i}.jsonl{z}" for i in range(2, 1000)))
         for rel in names:
-            target = self.client_dir / rel
-            _mkdirs(target.parent)
+            target = os.path.join(self.client_dir, rel)
+            self._mkdirs(os.path.dirname(target))
             try:
                 # O_EXCL: an archive file is never reused; a name taken (by another log named
                 # like a generation) moves on to the next one
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+                fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             FILE_MODE)
             except FileExistsError:
                 continue
-            os.fchmod(fd, FILE_MODE)
-            os.close(fd)  # (made durable, with its directory entry, by the import's one sync)
+            os.fchmod(fd, FILE_MODE)  # (made durable, with its directory entry, by the import's one sync)
             g = {"generation": number, "archive": rel, "format": ZSTD, "csize": 0, "size": 0,
-                 "prefix_sha256": _sha(b""),
-                 "tail_sha256": _sha(b""), "source": f.path,
+                 "prefix_sha256": _EMPTY_SHA, "tail_sha256": _EMPTY_SHA, "source": f.path,
                  "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             gens.append(g)
-            return g
+            return g, fd
         raise LedgerError(f"no free archive name for {f.path}", hint="run `ledger verify`")
+
+    def _mkdirs(self, path: str | Path) -> None:
+        """_mkdirs, once per directory and import (a directory holds many logs)."""
+        key = os.fspath(path)
+        if key not in self.made:
+            _mkdirs(Path(key))
+            self.made.add(key)
 
     def _open_archive(self, g: dict[str, Any]) -> int:
         path = self.client_dir / g["archive"]
@@ -607,6 +756,35 @@ class Archiver:
         if g["size"] <= PREFIX_BYTES or not start:
             g["prefix_sha256"] = _sha(read_archive(path)[:PREFIX_BYTES])
         return fd
+
+
+class _Worker:
+    """A forked archiving process: its pid and the read end of its pipe."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid, self.fd = pid, fd
+        self.data = bytearray()
+        self.status: int | None = None
+
+    def poll(self) -> int:
+        """Logs the worker has finished so far (it writes a dot per log)."""
+        try:
+            while chunk := os.read(self.fd, 65536):
+                self.data += chunk
+        except BlockingIOError:
+            pass
+        return self.data.count(b".", 0, self.data.find(b"\n") if b"\n" in self.data else len(self.data))
+
+    def finish(self) -> bytes:
+        try:
+            os.set_blocking(self.fd, True)
+            while chunk := os.read(self.fd, 1 << 20):
+                self.data += chunk
+        finally:
+            os.close(self.fd)
+            _, status = os.waitpid(self.pid, 0)
+            self.status = os.waitstatus_to_exitcode(status)
+        return bytes(self.data)
 
 
 ZSTD = "zstd"
