@@ -415,3 +415,27 @@ def test_a_copy_of_many_runs_is_counted_once(tmp_path, db_url, monkeypatch):
     shutil.copytree(home, copy, ignore=shutil.ignore_patterns("index.sqlite*"))
     assert index(db_url, copy)["copies"] == n
     assert count(db_url) == n and count(db_url, f"WHERE home = '{copy}'") == 0
+
+
+def test_a_copy_in_a_sealed_shard_is_counted_once_the_first_writer_removed_the_run(tmp_path, db_url, monkeypatch):
+    """The copy's shard was sealed (settled, quiet): releasing the copy opens it again."""
+    import ledger.index.indexer as indexer
+
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 0)  # sealed as soon as not racy
+    home = tmp_path / "home"
+    runs = [make_run(home) for _ in range(3)]
+    time.sleep(0.3)
+    index(db_url, home)
+    copy = tmp_path / "copy"
+    shutil.copytree(home, copy, ignore=shutil.ignore_patterns("index.sqlite*"))
+    time.sleep(0.3)
+    assert index(db_url, copy)["copies"] == 3
+    again = index(db_url, copy)
+    assert again["records_read"] == 0 and again["unchanged"] == 3  # sealed: not looked into
+    shutil.rmtree(runs[1])
+    time.sleep(0.3)
+    index(db_url, home)
+    index(db_url, copy)
+    assert sorted(run_ids(db_url)) == sorted(r.name for r in runs)
+    assert count(db_url, f"WHERE home = '{copy}'") == 1
