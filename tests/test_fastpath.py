@@ -1,6 +1,6 @@
-"""`ledger report` parsed without Typer (ledger/cli/report_fast.py, issue 15: a warm report
-10x faster than ccusage): the real command's output, errors and exit codes are those of the
-Typer path, option for option; what it does not parse goes to Typer unchanged."""
+"""`ledger report` and `ledger import` parsed without Typer (ledger/cli/fastpath.py, issue 15:
+a warm report 10x faster than ccusage): the real command's output, errors and exit codes are
+those of the Typer path, option for option; what it does not parse goes to Typer unchanged."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import claudehistory
 from conftest import REPO
 from ledger.cli.app import app
 from ledger.cli.report_cmd import report
-from ledger.cli.report_fast import parse
+from ledger.cli.fastpath import parse
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +61,43 @@ def test_the_real_command_answers_as_the_typer_path(imported, args, monkeypatch)
     assert b"Traceback" not in real.stderr
 
 
-def test_typer_is_skipped_for_plain_forms_only(imported):
+IMPORT_CASES = [
+    ["claude", "--from", "{cfg}", "--json"],
+    ["claude", "--from={cfg}"],
+    ["nope"],
+    ["all", "--from", "{cfg}"],
+    ["claude", "--from", "{cfg}/missing"],
+    ["claude", "--from", "{cfg}", "--bogus"],
+    ["claude", "--from"],
+]
+
+
+@pytest.mark.parametrize("args", IMPORT_CASES, ids=lambda a: " ".join(a))
+def test_the_real_import_answers_as_the_typer_path(tmp_path, args, monkeypatch):
+    cfg = tmp_path / "claude"
+    claudehistory.generate(cfg, sessions=3, seed=5)
+    argv = [a.replace("{cfg}", str(cfg)) for a in args]
+    env = {**os.environ, "LEDGER_HOME": str(tmp_path / "h1"), "PYTHONPATH": str(REPO), "COLUMNS": "160"}
+    env.pop("LEDGER_DB", None)
+    real = subprocess.run([sys.executable, "-m", "ledger", "import", *argv], env=env, capture_output=True)
+    monkeypatch.setenv("LEDGER_HOME", str(tmp_path / "h2"))
+    monkeypatch.setenv("COLUMNS", "160")
+    res = CliRunner().invoke(app, ["import", *argv])
+    same = (real.returncode, real.stdout.decode().replace("/h1", "/h2"), real.stderr.decode().replace("/h1", "/h2"))
+    assert same == (res.exit_code, res.stdout, res.stderr)
+    assert b"Traceback" not in real.stderr
+
+
+def test_typer_is_skipped_for_plain_forms_only(imported, tmp_path):
     def modules(*args: str) -> str:
-        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "ledger", "report", *args], env=imported,
+        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "ledger", *args], env=imported,
                            capture_output=True)
         return p.stderr.decode()
 
-    assert "pydantic" not in modules("daily", "--tz", "UTC", "--json")  # (Typer's command setup imports it)
-    assert "pydantic" in modules("daily", "--help")
+    assert "pydantic" not in modules("report", "daily", "--tz", "UTC", "--json")  # (Typer's setup imports it)
+    assert "pydantic" in modules("report", "daily", "--help")
+    assert "pydantic" not in modules("import", "claude", "--from", str(tmp_path))
+    assert "pydantic" in modules("import", "claude", "--from", str(tmp_path), "--bogus")
 
 
 def test_parse_reads_the_commands_own_declarations():

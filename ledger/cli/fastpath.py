@@ -1,12 +1,14 @@
-"""`ledger report` without Typer's argument processing (issue 15: a warm report 10x faster
-than ccusage, and Typer 0.29 spends ~150 ms building its command before running any).
+"""`ledger report` and `ledger import` without Typer's argument processing (issue 15: a warm
+report 10x faster than ccusage, a cold import at most 2x its time; Typer 0.29 spends ~150 ms
+building its command before running any).
 
-`ledger.cli.app.main` calls `main(argv)` for `ledger report ARGV`. The options are read from
-`report_cmd.report`'s own declarations (names, types, defaults), so there is one definition.
-Only plain forms are parsed here: one KIND, `--opt value`, `--opt=value`, flags, repeated list
-options. Anything else (`--help`, an unknown option, a value that looks like an option, a
-value of the wrong type) returns without having done any work, and Typer parses the same argv
-and answers as always. A usage mistake the command itself finds is said as Typer's path says it.
+`ledger.cli.app.main` calls `main(command, argv)` for `ledger report ARGV` / `ledger import
+ARGV`. The options are read from the command function's own declarations (names, types,
+defaults), so there is one definition. Only plain forms are parsed here: one positional
+argument, `--opt value`, `--opt=value`, flags, repeated list options. Anything else (`--help`,
+an unknown option, a value that looks like an option, a value of the wrong type) returns
+without having done any work, and Typer parses the same argv and answers as always. A usage
+mistake the command itself finds is said as Typer's path says it.
 """
 
 from __future__ import annotations
@@ -100,21 +102,26 @@ def typing_list(kind: Any) -> bool:
     return typing.get_origin(kind) is list and typing.get_args(kind) == (str,)
 
 
-def main(argv: list[str]) -> None:
-    """Run `ledger report ARGV` and exit, or return (nothing done) for Typer to do it."""
+COMMANDS = {"report": ("ledger.cli.report_cmd", "report"), "import": ("ledger.cli.import_cmd", "import_")}
+
+
+def main(command: str, argv: list[str]) -> None:
+    """Run `ledger COMMAND ARGV` and exit, or return (nothing done) for Typer to do it."""
+    import importlib
+
     import typer
 
-    from ledger.cli import report_cmd
-
-    kwargs = parse(argv, report_cmd.report.__wrapped__)
+    module, name = COMMANDS[command]
+    fn = getattr(importlib.import_module(module), name)
+    kwargs = parse(argv, fn.__wrapped__)
     if kwargs is None:
         return
     try:
-        report_cmd.report(**kwargs)
+        fn(**kwargs)
     except typer.BadParameter as exc:  # (raised before any work, like Typer's own)
         from ledger.cli.common import print_usage_error
 
-        print_usage_error(exc, "ledger report")
+        print_usage_error(exc, f"ledger {command}")
         _exit(2)
     except typer.Exit as exc:
         _exit(exc.exit_code)
