@@ -1,12 +1,13 @@
 """Tables that print fast: the lines Rich's Table draws for a table that fits (issue 10).
 
 Rich measures and renders every cell of a Table on its own (a 200-row report: ~80-160 ms).
-Ledger's tables are plain: one line per row, the `SIMPLE_HEAD` box without edge padding
-(`Table(box=SIMPLE_HEAD, pad_edge=False)`). When such a table fits the console at its
-natural width, nothing needs measuring beyond each cell's length, and `simple_head()` writes
-exactly what Rich would (tests/test_tables.py compares them byte for byte, styles included),
-as one Text. A table that does not fit (columns to shrink, cells to cut or fold) is left to
-Rich: `simple_head()` returns False and the caller builds the Table.
+Ledger's tables are plain: one line per row, in a box (`SIMPLE_HEAD` without edge padding
+for `ledger runs` and the reports, Rich's default `HEAVY_HEAD` for `ledger sql`). When such a
+table fits the console at its natural width, nothing needs measuring beyond each cell's
+length, and `draw()` writes exactly what Rich would (tests/test_tables.py compares them byte
+for byte, styles included), as one Text. A table that does not fit (columns to shrink,
+cells to cut or fold), or a console that cannot show the box's characters, is left to Rich:
+`draw()` returns False and the caller builds the Table.
 
 Cells are strings already made printable (ledger.text.plain): one line each.
 """
@@ -19,44 +20,53 @@ HEAD_STYLE = "bold"  # Rich's "table.header" in its default theme
 TITLE_STYLE = "italic"  # Rich's "table.title"
 
 
-def simple_head(console: Any, headers: Sequence[str], justify: Sequence[str],
-                rows: Sequence[tuple[Sequence[str], str | None, bool]], title: str | None = None) -> bool:
-    """Print the table (or return False: Rich must lay it out). `rows`: (cells, row style,
-    a section line before it). `justify`: "left" or "right" per column."""
+def draw(console: Any, headers: Sequence[str], justify: Sequence[str],
+         rows: Sequence[tuple[Sequence[str], str | None, bool]], title: str | None = None,
+         box: str = "SIMPLE_HEAD", pad_edge: bool = False) -> bool:
+    """Print the table as `Table(box=box, pad_edge=pad_edge, title=title)` would, or return
+    False (Rich must lay it out). `rows`: (cells, row style, a section line before it);
+    `justify`: "left" or "right" per column."""
+    from rich import box as boxes
     from rich.cells import cell_len
     from rich.text import Text
 
     n = len(headers)
-    if not n or any(j not in ("left", "right") for j in justify):
-        return False
+    options = console.options
+    if not n or options.ascii_only or options.legacy_windows or any(j not in ("left", "right") for j in justify):
+        return False  # (Rich would substitute the box's characters)
+    b = getattr(boxes, box)
     widths = [cell_len(h) for h in headers]
     lens = []
     for cells, _style, _section in rows:
         ls = [cell_len(c) for c in cells]
         lens.append(ls)
         widths = [w if w >= x else x for w, x in zip(widths, ls)]
-    inner = sum(widths) + 3 * n - 3  # cells, their padding (none at the edges) and the dividers
-    total = inner + 2
+    last = n - 1
+    pads = [(0 if i == 0 and not pad_edge else 1, 0 if i == last and not pad_edge else 1) for i in range(n)]
+    spans = [w + lp + rp for w, (lp, rp) in zip(widths, pads)]  # Rich's column widths: padding included
+    total = sum(spans) + n + 1  # the dividers and both edges
     if total > console.width or any(c in h for h in headers for c in "\n\r"):
         return False
-    if title is not None and (cell_len(title) > total or "\n" in title):
-        return False  # (a title wider than the table wraps: Rich's)
-
-    text = Text(end="")
     if title is not None:
         title = title.rstrip()
-        left = (total - cell_len(title)) // 2
-        text.append(" " * left + title + " " * (total - left - cell_len(title)), TITLE_STYLE)
-        text.append("\n")
-    text.append(" " * total + "\n")  # the box's top: blank
-    last = n - 1
-    append = text.append
+        if cell_len(title) > total or "\n" in title:
+            return False  # (a title wider than the table wraps: Rich's)
 
-    def line(cells: Sequence[str], ls: Sequence[int], style: str | None) -> None:
+    text = Text(end="")
+    append = text.append
+    if title is not None:
+        left = (total - cell_len(title)) // 2
+        append(" " * left + title + " " * (total - left - cell_len(title)), TITLE_STYLE)
+        append("\n")
+    append(b.get_top(spans) + "\n")
+
+    def line(cells: Sequence[str], ls: Sequence[int], style: str | None, edges: tuple[str, str, str]) -> None:
         # one piece per segment Rich writes: a cell's padding apart from its text
-        append(" ")
+        left_edge, right_edge, divider = edges
+        append(left_edge)
         for i, (cell, width) in enumerate(zip(cells, widths)):
-            if i:
+            lp, rp = pads[i]
+            if lp:
                 append(" ", style)
             if justify[i] == "right":
                 # (Rich strips a right-justified cell's trailing blanks, then pads on the left)
@@ -64,17 +74,20 @@ def simple_head(console: Any, headers: Sequence[str], justify: Sequence[str],
                 append(" " * (width - (ls[i] - (len(cell) - len(stripped)))) + stripped, style)
             else:
                 append(cell + " " * (width - ls[i]), style)
-            if i < last:
+            if rp:
                 append(" ", style)
-                append(" ")
-        append(" \n")
+            if i < last:
+                append(divider)
+        append(right_edge + "\n")
 
-    line(headers, [cell_len(h) for h in headers], HEAD_STYLE)
-    text.append(" " + "─" * inner + " \n")
+    line(headers, [cell_len(h) for h in headers], HEAD_STYLE, (b.head_left, b.head_right, b.head_vertical))
+    append(b.get_row(spans, "head") + "\n")
     for k, ((cells, style, section), ls) in enumerate(zip(rows, lens)):
         if section and k:  # (a section ends a row: none before the first)
-            text.append(" " * total + "\n")
-        line(cells, ls, style)
-    text.append(" " * total)  # the box's bottom: blank (print ends the line)
+            append(b.get_row(spans, "row") + "\n")
+        edges = (b.foot_left, b.foot_right, b.foot_vertical) if k == len(rows) - 1 else (
+            b.mid_left, b.mid_right, b.mid_vertical)
+        line(cells, ls, style, edges)
+    append(b.get_bottom(spans))  # (print ends the line)
     console.print(text, soft_wrap=True)
     return True

@@ -1,4 +1,4 @@
-"""ledger.tables.simple_head writes what Rich's Table draws, byte for byte (issue 10: a
+"""ledger.tables.draw writes what Rich's Table draws, byte for byte (issue 10: a
 200-row report rendered by Rich cell by cell took ~100 ms)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ledger.tables import simple_head
+from ledger.tables import draw
 
 WORDS = ["a", "run_0f3a", "claude-sonnet-4-5", "1,234", "≥0.0123", "—", "表格", "x y", "trailing  ", "  lead",
          "partial", "", "└ gpt-5", "\\x1b[31m", "é", "🙂"]
@@ -22,9 +22,9 @@ def console(width: int, terminal: bool) -> Console:
                    color_system="standard" if terminal else None)
 
 
-def by_rich(headers, justify, rows, title, width, terminal) -> str:
+def by_rich(headers, justify, rows, title, width, terminal, style="SIMPLE_HEAD") -> str:
     c = console(width, terminal)
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=title, box=getattr(box, style), pad_edge=style != "SIMPLE_HEAD")
     for h, j in zip(headers, justify):
         t.add_column(h, justify=j, overflow="fold", no_wrap=False)
     for cells, style, section in rows:
@@ -35,13 +35,15 @@ def by_rich(headers, justify, rows, title, width, terminal) -> str:
     return c.file.getvalue()
 
 
-def by_us(headers, justify, rows, title, width, terminal) -> str | None:
+def by_us(headers, justify, rows, title, width, terminal, style="SIMPLE_HEAD") -> str | None:
     c = console(width, terminal)
-    return c.file.getvalue() if simple_head(c, headers, justify, rows, title) else None
+    drawn = draw(c, headers, justify, rows, title, box=style, pad_edge=style != "SIMPLE_HEAD")
+    return c.file.getvalue() if drawn else None
 
 
-@pytest.mark.parametrize("seed", range(60))
-def test_a_table_that_fits_is_what_rich_draws(seed):
+@pytest.mark.parametrize("style", ["SIMPLE_HEAD", "HEAVY_HEAD"])  # (reports and `runs`; `sql`)
+@pytest.mark.parametrize("seed", range(40))
+def test_a_table_that_fits_is_what_rich_draws(seed, style):
     rnd = random.Random(seed)
     n = rnd.randint(1, 6)
     headers = [rnd.choice(["key", "runs", "cost $", "model", "tokens", "表"]) for _ in range(n)]
@@ -50,13 +52,13 @@ def test_a_table_that_fits_is_what_rich_draws(seed):
             for _ in range(rnd.randint(0, 12))]
     title = rnd.choice([None, "3 runs", "1,234 of 10,000 runs (--limit N or --all for more)"])
     for terminal in (False, True):
-        ours = by_us(headers, justify, rows, title, 200, terminal)
-        theirs = by_rich(headers, justify, rows, title, 200, terminal)
+        ours = by_us(headers, justify, rows, title, 200, terminal, style)
+        theirs = by_rich(headers, justify, rows, title, 200, terminal, style)
         if ours is None:  # only a title wider than the table (Rich wraps it) is left to Rich
             from rich.cells import cell_len
 
-            assert title is not None and cell_len(title) > len(by_rich(headers, justify, rows, None, 200, False)
-                                                                .splitlines()[0])
+            assert title is not None and cell_len(title) > cell_len(
+                by_rich(headers, justify, rows, None, 200, False, style).splitlines()[0])
             continue
         assert ours == theirs
 
@@ -67,6 +69,11 @@ def test_a_table_wider_than_the_console_is_left_to_rich():
     assert by_us(["a", "b"], ["left", "right"], rows, None, 200, False) is not None
     # a title wider than the table wraps in Rich: left to it
     assert by_us(["a"], ["left"], [(["x"], None, False)], "a title wider than the table", 200, False) is None
+    # a console that cannot show the box's characters gets Rich's substitutes
+    c = Console(file=io.StringIO(), width=200, force_terminal=False, legacy_windows=False)
+    assert draw(c, ["a"], ["left"], [(["x"], None, False)])
+    ascii_only = Console(file=io.TextIOWrapper(io.BytesIO(), encoding="ascii"), width=200, force_terminal=False)
+    assert not draw(ascii_only, ["a"], ["left"], [(["x"], None, False)])
 
 
 def test_the_report_and_runs_tables_take_the_fast_path(home, monkeypatch):
@@ -76,6 +83,7 @@ def test_the_report_and_runs_tables_take_the_fast_path(home, monkeypatch):
         make_run(home)
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setattr(Table, "add_row", lambda *a, **k: (_ for _ in ()).throw(AssertionError("Rich Table used")))
-    for args in (("report",), ("report", "model", "--breakdown"), ("runs", "--all")):
+    for args in (("report",), ("report", "model", "--breakdown"), ("runs", "--all"),
+                 ("sql", "SELECT run_id, model FROM runs_v")):
         res = cli(*args)
         assert res.exit_code == 0, (args, res.output)

@@ -97,23 +97,20 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
 
     Headers (SQL column names), cells and footers are data: printed as stored, never read as
     markup or emoji, control characters escaped (ledger.text.shown). The title is ours."""
-    from rich import box
-    from rich.table import Table
-
-    from ledger.text import shown
+    from ledger.tables import draw
+    from ledger.text import plain, shown
 
     if compact and drop_first:
         rows = [list(r) for r in rows]
         header, footer, rows = _fit_columns(header, footer, rows, drop_first, data_console().width)
-    if compact and footer is None:
+    if footer is None:
         # a table that fits is written as Rich would draw it, without measuring every cell (issue 10)
-        from ledger.tables import simple_head
-        from ledger.text import plain
-
         rows = [[plain("—" if v is None else v) for v in r] for r in rows]
-        if simple_head(data_console(), [plain(h) for h in header], ["left"] * len(header),
-                       [(r, None, False) for r in rows], title=title):
+        if draw(data_console(), [plain(h) for h in header], ["left"] * len(header), [(r, None, False) for r in rows],
+                title=title, box="SIMPLE_HEAD" if compact else "HEAVY_HEAD", pad_edge=not compact):
             return
+    from rich import box
+    from rich.table import Table
 
     table = Table(title=title, show_footer=footer is not None,
                   **({"box": box.SIMPLE_HEAD, "pad_edge": False} if compact else {}))

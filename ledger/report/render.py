@@ -185,11 +185,9 @@ def print_table(report: Report, console: Any = None) -> None:
     """Group labels and model names are data (a subject, a host, a model an agent named):
     every cell is printed as stored (ledger.text.shown: no markup or emoji, control
     characters escaped)."""
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
-    from ledger.tables import simple_head
+    from ledger.tables import draw
     from ledger.text import plain, shown
 
     console = console or Console(emoji=False, highlight=False)
@@ -210,9 +208,12 @@ def print_table(report: Report, console: Any = None) -> None:
     keep = _fit(cols, body, console.width)
     justify = ["left" if i == 0 or cols[i][0] in ("basis", "started", "model") else "right" for i in keep]
     # a table that fits is written as Rich would draw it, without measuring every cell (issue 10)
-    if simple_head(console, [cols[i][0] for i in keep], justify,
-                   [([plain(cells[i]) for i in keep], style, style == "bold") for cells, style in body]):
+    if draw(console, [cols[i][0] for i in keep], justify,
+            [([plain(cells[i]) for i in keep], style, style == "bold") for cells, style in body]):
         return
+    from rich import box
+    from rich.table import Table
+
     table = Table(pad_edge=False, box=box.SIMPLE_HEAD)
     for i, how in zip(keep, justify):
         table.add_column(cols[i][0], justify=how, overflow="fold", no_wrap=i != 0)
