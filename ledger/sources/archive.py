@@ -165,8 +165,9 @@ class Found:
     st: os.stat_result
 
 
-def discover(client: Client, root: Path, summary: ClientSummary) -> list[Found]:
-    """The logs below `root`, symlinks never followed; problems go to `summary.skipped`."""
+def discover(client: Client, root: Path, summary: ClientSummary, tree: "Tree | None" = None) -> list[Found]:
+    """The logs below `root`, symlinks never followed; problems go to `summary.skipped`.
+    `tree`: the listings of directories unchanged since an earlier walk (see Tree)."""
     found: list[Found] = []
     real_root = os.path.realpath(root)
     for sub in client.subdirs:
@@ -184,17 +185,31 @@ def discover(client: Client, root: Path, summary: ClientSummary) -> list[Found]:
         if not stat_mod.S_ISDIR(st.st_mode):
             summary.skipped.append(Problem(top, "not a directory"))
             continue
-        found.extend(_walk(client, str(root), sub, real_root, summary))
+        found.extend(_walk(client, str(root), sub, real_root, summary, tree))
     return found
 
 
-def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSummary) -> Iterator[Found]:
+def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSummary,
+          tree: "Tree | None" = None) -> Iterator[Found]:
     # (every reader walks the config dirs: this loop is most of a warm `ledger report`)
     by_name = operator.attrgetter("name")
     stack = [sub]
     while stack:
         rel_dir = stack.pop()
         path_dir = os.path.join(root, rel_dir)
+        st_dir = None
+        if tree is not None:
+            try:
+                st_dir = os.lstat(path_dir)  # (before the listing: a change after it is seen next time)
+            except OSError:
+                pass
+            cached = tree.walk_cached(path_dir, st_dir, rel_dir, root) if st_dir is not None else None
+            if cached is not None:
+                logs, subdirs = cached
+                yield from logs
+                stack.extend(reversed(subdirs))
+                continue
+        listed_ns = time.time_ns()
         try:
             with os.scandir(path_dir) as it:
                 entries = list(it)
@@ -203,17 +218,21 @@ def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSu
             continue
         entries.sort(key=by_name)
         subdirs = []
+        names = []
+        plain = True  # only logs, plain subdirectories and other files: the listing may be kept
         for e in entries:
             name = e.name
             try:
                 if e.is_symlink():
                     if e.is_dir() or client.wanted(name, f"{rel_dir}/{name}"):
                         summary.skipped.append(Problem(e.path, _symlink_reason(e.path, real_root)))
+                        plain = False
                     continue
                 if e.is_dir(follow_symlinks=False):
                     rel = f"{rel_dir}/{name}"
                     if client.wanted(name, rel):
                         summary.skipped.append(Problem(e.path, "a directory where a log file should be"))
+                        plain = False
                     else:
                         subdirs.append(rel)
                     continue
@@ -225,12 +244,73 @@ def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSu
                 st = e.stat(follow_symlinks=False)
             except OSError as exc:
                 summary.skipped.append(Problem(e.path, f"unreadable ({exc.strerror})"))
+                plain = False
                 continue
             if not stat_mod.S_ISREG(st.st_mode):
                 summary.skipped.append(Problem(e.path, "not a regular file"))
+                plain = False
                 continue
+            names.append(name)
             yield Found(root, rel, e.path, st)
+        if tree is not None and plain and st_dir is not None:
+            tree.keep(path_dir, st_dir, listed_ns, names, [d.rsplit("/", 1)[-1] for d in subdirs])
         stack.extend(reversed(subdirs))
+
+
+class Tree:
+    """The listings of the config dirs' directories (`.state/tree.json`, a cache): a directory
+    whose mtime and inode are those of its kept listing has the same entries (creating,
+    removing or renaming an entry changes its directory's mtime), so a walk stats its logs
+    without listing it again. A listing is kept only when the directory's mtime is older than
+    the listing by RACY_NS (a change in the same clock tick would not move the mtime), and
+    only for a directory holding nothing but logs, plain subdirectories and other files."""
+
+    RACY_NS = 2_000_000_000
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.dirty = False
+        try:
+            data = _loads(path.read_bytes())
+            self.dirs: dict[str, list[Any]] = data["dirs"] if data.get("v") == 1 else {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.dirs = {}
+
+    def walk_cached(self, path_dir: str, st: os.stat_result, rel_dir: str, root: str
+                    ) -> tuple[list[Found], list[str]] | None:
+        """(the directory's logs, stat'ed now; its subdirectories) from the kept listing, or
+        None when it must be listed."""
+        kept = self.dirs.get(path_dir)
+        if kept is None or kept[0] != st.st_mtime_ns or kept[1] != st.st_ino or not stat_mod.S_ISDIR(st.st_mode):
+            return None
+        logs = []
+        for name in kept[2]:
+            path = f"{path_dir}/{name}"
+            try:
+                fst = os.lstat(path)
+            except OSError:
+                fst = None
+            if fst is None or not stat_mod.S_ISREG(fst.st_mode):  # (cannot happen unless the mtime was set back)
+                del self.dirs[path_dir]
+                self.dirty = True
+                return None
+            logs.append(Found(root, f"{rel_dir}/{name}", path, fst))
+        return logs, [f"{rel_dir}/{d}" for d in kept[3]]
+
+    def keep(self, path_dir: str, st: os.stat_result, listed_ns: int, logs: list[str], subdirs: list[str]) -> None:
+        if st.st_mtime_ns + self.RACY_NS > listed_ns:
+            if self.dirs.pop(path_dir, None) is not None:
+                self.dirty = True
+            return
+        entry = [st.st_mtime_ns, st.st_ino, logs, subdirs]
+        if self.dirs.get(path_dir) != entry:
+            self.dirs[path_dir] = entry
+            self.dirty = True
+
+    def save(self) -> None:
+        if self.dirty and os.path.isdir(self.path.parent):
+            _write_atomic(self.path, _dumps({"v": 1, "dirs": self.dirs}), durable=False)
+            self.dirty = False
 
 
 def _symlink_reason(path: str, real_root: str) -> str:
@@ -300,6 +380,16 @@ def _sha(data: bytes) -> str:
 
 
 _EMPTY_SHA = _sha(b"")
+
+
+def _loads(data: bytes) -> Any:
+    """orjson, or json for what it refuses (surrogate escapes of paths that are not UTF-8)."""
+    import orjson
+
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _dumps(state: dict[str, Any]) -> bytes:
@@ -896,6 +986,7 @@ def prepare_home(home: Path) -> Path:
 
 
 ROOTS_FILE = f"{STATE_DIR}/roots.json"
+TREE_FILE = f"{STATE_DIR}/tree.json"  # directory -> [mtime_ns, inode, logs, subdirectories] (a cache, see Tree)
 SEEN_FILE = f"{STATE_DIR}/seen.json"  # log path -> [size, mtime_ns, inode] archived whole (a cache)
 CHANGED_FILE = f"{STATE_DIR}/changed"  # rewritten after every import that archived anything
 IMPORTING_FILE = f"{STATE_DIR}/importing"  # exists while an import's writes are not yet synced
@@ -904,7 +995,7 @@ IMPORTING_FILE = f"{STATE_DIR}/importing"  # exists while an import's writes are
 def _load_seen(client_dir: Path) -> dict[str, list[int]]:
     """The seen cache; anything unexpected is an empty cache (the state files decide then)."""
     try:
-        data = json.loads((client_dir / SEEN_FILE).read_bytes())
+        data = _loads((client_dir / SEEN_FILE).read_bytes())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}  # the config dirs a client was imported from (refresh() reads them)
@@ -950,8 +1041,9 @@ def import_client(home: Path, client: Client, roots: list[Path],
             _write_atomic(sources / client.name / ROOTS_FILE, json.dumps(
                 {"roots": known + [str(r) for r in roots if str(r) not in known]}, indent=1).encode() + b"\n")
         found: list[Found] = []
+        tree = Tree(sources / client.name / TREE_FILE)
         for root in roots:
-            found.extend(discover(client, root, summary))
+            found.extend(discover(client, root, summary, tree))
         # sessions/ before archived_sessions/ whatever the walk order: the first of a key wins
         rank = {sub: i for i, sub in enumerate(client.subdirs)}
         found.sort(key=lambda f: rank.get(f.rel.split("/", 1)[0], len(rank)))
@@ -965,6 +1057,7 @@ def import_client(home: Path, client: Client, roots: list[Path],
             _mkdirs(client_dir / STATE_DIR)
             _write_atomic(client_dir / SEEN_FILE, json.dumps(arch.seen).encode("ascii"), durable=False)
             _write_atomic(client_dir / CHANGED_FILE, f"{time.time_ns()}\n".encode(), durable=True)
+        tree.save()
         if arch.flagged:  # (everything this import wrote is on disk: the flag may go)
             os.unlink(arch.client_dir / IMPORTING_FILE)
         elif arch.seen_dirty and os.path.isdir(arch.client_dir / STATE_DIR):
