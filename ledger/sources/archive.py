@@ -330,19 +330,37 @@ def _fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
-def _mkdirs(path: Path) -> None:
+def _umask_strips(mode: int) -> bool:
+    """Whether the process's umask removes bits of `mode` (then a new file or directory is
+    chmod'ed to it; the usual umask removes none of 0700 and saves that call per file)."""
+    if not _UMASK:
+        try:
+            with open("/proc/self/status", "rb") as f:
+                line = next(ln for ln in f if ln.startswith(b"Umask:"))
+            _UMASK.append(int(line.split()[1], 8))
+        except (OSError, StopIteration, ValueError, IndexError):
+            _UMASK.append(0o777)  # (unknown: always chmod)
+    return bool(_UMASK[0] & mode)
+
+
+_UMASK: list[int] = []
+
+
+def _mkdirs(path: str | Path) -> None:
     """Directories 0700 whatever the umask (an archive holds prompts and code)."""
     missing = []
-    p = path
+    p = os.path.abspath(path)
     while not os.path.lexists(p):
         missing.append(p)
-        p = p.parent
+        p = os.path.dirname(p)
     for d in reversed(missing):
         try:
             os.mkdir(d, DIR_MODE)
         except FileExistsError:
-            pass
-        os.chmod(d, DIR_MODE)
+            os.chmod(d, DIR_MODE)
+            continue
+        if _umask_strips(DIR_MODE):
+            os.chmod(d, DIR_MODE)
 
 
 def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -351,13 +369,16 @@ def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
-def _write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
+def _write_atomic(path: str | Path, data: bytes, durable: bool = True) -> None:
     """tmp (0600, O_EXCL) + fsync + rename + fsync dir: a state file is whole or absent.
     `durable=False`: no fsync here (an import syncs once at its end, see import_client)."""
-    tmp = path.parent / f".{path.name}.{os.urandom(16).hex()}.tmp"
+    path = os.fspath(path)
+    parent, name = os.path.split(path)
+    tmp = f"{parent}/.{name}.{os.urandom(16).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
-        os.fchmod(fd, FILE_MODE)
+        if _umask_strips(FILE_MODE):
+            os.fchmod(fd, FILE_MODE)
         _write_all(fd, data)
         if durable:
             os.fsync(fd)
@@ -372,7 +393,7 @@ def _write_atomic(path: Path, data: bytes, durable: bool = True) -> None:
             pass
         raise
     if durable:
-        _fsync_dir(path.parent)
+        _fsync_dir(parent)
 
 
 def _sha(data: bytes) -> str:
@@ -415,12 +436,12 @@ def _pread_all(fd: int, n: int, offset: int) -> bytes:
 
 # ---------------------------------------------------------------- state
 
-def _state_path(client_dir: Path, key: str) -> Path:
+def _state_path(client_dir: Path, key: str) -> str:
     digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return client_dir / STATE_DIR / f"{digest}.json"
+    return f"{client_dir}/{STATE_DIR}/{digest}.json"
 
 
-def _load_state(path: Path, client: Client, key: str) -> tuple[dict[str, Any], str | None]:
+def _load_state(path: str | Path, client: Client, key: str) -> tuple[dict[str, Any], str | None]:
     """The log's state (fresh when none); a damaged state file is set aside, with a reason."""
     fresh = {"schema_version": STATE_VERSION, "client": client.name, "key": key, "generations": [], "sources": {}}
     try:
@@ -443,6 +464,7 @@ def _load_state(path: Path, client: Client, key: str) -> tuple[dict[str, Any], s
         dict(state["sources"])
         return state, None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        path = Path(path)
         aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{os.urandom(3).hex()}")
         os.replace(path, aside)
         return fresh, f"its archive state was damaged ({type(exc).__name__}), set aside as {aside.name}"
@@ -646,7 +668,7 @@ class Archiver:
                 self.summary.waiting += 1
             state["sources"][f.path] = {**sig, "generation": gen["generation"] if gen else None,
                                         "pending_bytes": pending, "root": f.root, "rel": f.rel}
-            self._mkdirs(state_path.parent)
+            self._mkdirs(os.path.dirname(state_path))
             _write_atomic(state_path, _dumps(state), durable=False)
             self.changed = True
             if not pending:
@@ -765,7 +787,8 @@ class Archiver:
                              FILE_MODE)
             except FileExistsError:
                 continue
-            os.fchmod(fd, FILE_MODE)  # (made durable, with its directory entry, by the import's one sync)
+            if _umask_strips(FILE_MODE):
+                os.fchmod(fd, FILE_MODE)  # (made durable, with its directory entry, by the import's one sync)
             g = {"generation": number, "archive": rel, "format": ZSTD, "csize": 0, "size": 0,
                  "prefix_sha256": _EMPTY_SHA, "tail_sha256": _EMPTY_SHA, "source": f.path,
                  "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -777,7 +800,7 @@ class Archiver:
         """_mkdirs, once per directory and import (a directory holds many logs)."""
         key = os.fspath(path)
         if key not in self.made:
-            _mkdirs(Path(key))
+            _mkdirs(key)
             self.made.add(key)
 
     def _open_archive(self, g: dict[str, Any]) -> int:
