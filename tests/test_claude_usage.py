@@ -389,3 +389,27 @@ def test_gen_script_writes_a_config_dir_and_its_truth(tmp_path):
     assert all(f.startswith("projects/") for f in files) and truth["files"] == len(files)
     got = feed_all(files).totals()
     assert [{"day": d, "model": m, **v} for (d, m), v in sorted(got.items())] == truth["daily_by_model"]
+
+
+def test_claude_timestamps_take_a_fast_path_to_the_same_canonical_utc():
+    """Claude Code's `...T10:00:00.000Z` form is canonicalised without the general parser
+    (issue 15); valid or not, the answer is the general parser's."""
+    import random
+
+    from ledger.records import timefmt
+    from ledger.sources import claude_usage
+
+    def general(v):
+        try:
+            return timefmt.format_utc(timefmt.parse_rfc3339(v))
+        except (ValueError, OverflowError):
+            return None
+
+    r = random.Random(7)
+    cases = ["2026-01-12T10:00:00.000Z", "2024-02-29T12:00:00.123Z", "2023-02-29T12:00:00.123Z",
+             "2026-01-12T23:59:60.000Z", "0000-01-01T00:00:00.000Z", "2026-01-12T10:00:00.000+01:00",
+             "2026-01-12T10:00:00Z", "2026-01-12t10:00:00.000z"]
+    cases += [f"{r.randint(0, 9999):04d}-{r.randint(0, 13):02d}-{r.randint(0, 32):02d}T{r.randint(0, 25):02d}:"
+              f"{r.randint(0, 61):02d}:{r.randint(0, 61):02d}.{r.randint(0, 999):03d}Z" for _ in range(3000)]
+    assert [claude_usage._utc(v) for v in cases] == [general(v) for v in cases]
+    assert claude_usage._MILLIS_Z.fullmatch(cases[0])  # (the fast path is the one taken)
