@@ -196,7 +196,7 @@ def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSu
     stack = [sub]
     while stack:
         rel_dir = stack.pop()
-        path_dir = os.path.join(root, rel_dir)
+        path_dir = root + rel_dir if root.endswith("/") else f"{root}/{rel_dir}"  # (os.path.join's answer)
         st_dir = None
         if tree is not None:
             try:
@@ -1074,7 +1074,8 @@ def import_client(home: Path, client: Client, roots: list[Path],
             found.extend(discover(client, root, summary, tree))
         # sessions/ before archived_sessions/ whatever the walk order: the first of a key wins
         rank = {sub: i for i, sub in enumerate(client.subdirs)}
-        found.sort(key=lambda f: rank.get(f.rel.split("/", 1)[0], len(rank)))
+        if len(rank) > 1:
+            found.sort(key=lambda f: rank.get(f.rel.split("/", 1)[0], len(rank)))
         arch = Archiver(Path(home), client, summary)
         arch.run(found, progress)
         if arch.changed:
