@@ -10,7 +10,7 @@ dir, and measures in one run, on the same files:
 - ccusage `daily --offline --json` (it re-parses everything on every call);
 - cold `ledger import claude --from DIR` into a new home, the first `ledger report daily`
   (which indexes the archive), a warm `ledger report daily` (best of 3), `ledger --help`;
-- peak RSS of each (GNU time), the archive's size against the history's;
+- peak RSS and CPU time (user + system) of each (GNU time), the archive's size against the history's;
 - totals against the generator's truth: ledger's and ccusage's input/output/cache tokens.
 
 Prints a Markdown table (docs/benchmarks.md keeps the last one).
@@ -32,18 +32,22 @@ REPO = Path(__file__).resolve().parent.parent
 CCUSAGE = "ccusage@20.0.24"
 
 
-def _timed(argv: list[str], env: dict[str, str], out: Path | None = None) -> tuple[float, int]:
-    """(wall seconds, peak RSS in MB) of one process."""
+def _timed(argv: list[str], env: dict[str, str], out: Path | None = None) -> tuple[float, int, float]:
+    """(wall seconds, peak RSS in MB, CPU seconds: user + system, its children included) of one
+    process. On a machine shared with other work the wall time moves with the load; the CPU
+    time much less."""
     rss_file = out.with_suffix(".rss") if out else Path(os.devnull)
-    cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *argv] if out else argv
+    cmd = ["/usr/bin/time", "-f", "%M %U %S", "-o", str(rss_file), *argv] if out else argv
     t0 = time.perf_counter()
     with open(out or os.devnull, "wb") as f:
         p = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.PIPE)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"{argv[:3]} failed ({p.returncode}): {p.stderr.decode(errors='replace')[-2000:]}")
-    rss = int(rss_file.read_text().split()[-1]) // 1024 if out else 0
-    return wall, rss
+    if not out:
+        return wall, 0, 0.0
+    rss, user, sys_ = rss_file.read_text().split()[-3:]
+    return wall, int(rss) // 1024, float(user) + float(sys_)
 
 
 def _du(path: Path) -> int:
@@ -105,7 +109,7 @@ def main(argv: list[str]) -> int:
     truth_rows = truth["daily_by_model"]  # (gen_claude_history.py's truth file)
 
     load0 = os.getloadavg()[0]
-    rows: list[tuple[str, float, int]] = []
+    rows: list[tuple[str, float, int, float]] = []
     cc_env = {**env, "CLAUDE_CONFIG_DIR": str(hist)}
     cc_out = work / "ccusage.json"
     cc = min((_timed([str(cc_bin), "daily", "--offline", "--json"], cc_env, cc_out) for _ in range(2)),
@@ -141,12 +145,12 @@ def main(argv: list[str]) -> int:
     print(f"History: {a.sessions:,} sessions, {source_bytes / 1e6:,.0f} MB "
           f"(tests/claudehistory.py seed {a.seed}, pad {a.pad}); {os.cpu_count()} cores; load average "
           f"{load0:.1f} before, {os.getloadavg()[0]:.1f} after (other work on the machine slows both sides).\n")
-    print("| step | wall s | peak RSS MB | vs ccusage |")
-    print("|---|---|---|---|")
-    for name, wall, rss in rows:
-        print(f"| {name} | {wall:.2f} | {rss} | {wall / cc[0]:.2f}x |")
-    print(f"\nwarm `ledger report` is {cc[0] / warm[0]:.1f}x faster than ccusage; cold import is "
-          f"{rows[1][1] / cc[0]:.2f}x ccusage's time.")
+    print("| step | wall s | vs ccusage | CPU s (user+sys) | CPU vs ccusage | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
+    for name, wall, rss, cpu in rows:
+        print(f"| {name} | {wall:.2f} | {wall / cc[0]:.2f}x | {cpu:.2f} | {cpu / cc[2]:.2f}x | {rss} |")
+    print(f"\nwarm `ledger report` is {cc[0] / warm[0]:.1f}x faster than ccusage (CPU: {cc[2] / warm[2]:.1f}x); "
+          f"cold import is {rows[1][1] / cc[0]:.2f}x ccusage's time (CPU: {rows[1][3] / cc[2]:.2f}x).")
     print(f"archive: {archive_bytes / 1e6:,.0f} MB = {100 * archive_bytes / source_bytes:.0f} % of the history's bytes.\n")
     print("| tokens | truth | ledger | ccusage | ccusage / truth |")
     print("|---|---|---|---|---|")
