@@ -63,8 +63,9 @@ def summary(s: archive.ClientSummary) -> dict:
 
 @pytest.fixture
 def forks(monkeypatch):
-    """Two cores whatever the machine; counts the workers forked (in this process)."""
+    """Two idle cores whatever the machine; counts the workers forked (in this process)."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))
     count = []
     real = os.fork
 
@@ -167,3 +168,13 @@ def test_new_bytes_read_in_blocks_are_one_frame_of_whole_lines(tmp_path, monkeyp
     s = imp(home, cfg)
     t = imp(home, cfg)
     assert s.gaps == [] and read_archive(arch) == p.read_bytes() and t.new_bytes == 0
+
+
+def test_no_worker_on_a_busy_machine(tmp_path, monkeypatch, forks):
+    """Without an idle core a worker only shares this process's CPU: one process imports."""
+    monkeypatch.setattr(archive, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 1.0, 1.0))
+    cfg = tmp_path / "cfg"
+    history(cfg)
+    s = imp(tmp_path / "home", cfg)
+    assert forks == [] and s.new_files == 24

@@ -23,10 +23,10 @@ and named; the import goes on.
 A log's new complete lines are appended as one zstd frame per import (read in blocks of
 BLOCK bytes: one read and one compression call for a log under 16 MiB). An import syncs once,
 at its end (an fsync per log cost ~11 s per 2,000 new logs on a 2-core machine). A large
-import (PARALLEL_MIN) on a machine with a second core forks one worker for about half of the
-bytes: each log is written by one process only, the worker's summary comes back on a pipe, and
-a worker that dies leaves its part to this process (what it wrote is adopted like an
-interrupted import's).
+import (PARALLEL_MIN) on a machine with an idle second core forks one worker for about half
+of the bytes: each log is written by one process only, the worker's summary comes back on a
+pipe, and a worker that dies leaves its part to this process (what it wrote is adopted like
+an interrupted import's).
 """
 
 from __future__ import annotations
@@ -553,7 +553,7 @@ class Archiver:
             if self.seen.get(f.path) != [f.st.st_size, f.st.st_mtime_ns, f.st.st_ino]:  # (unchanged: no cost)
                 cost[key] = cost.get(key, 0) + f.st.st_size + FILE_COST
         total = sum(cost.values())
-        if cores < 2 or total < PARALLEL_MIN or not hasattr(os, "fork"):
+        if cores < 2 or total < PARALLEL_MIN or not hasattr(os, "fork") or _busy(cores):
             return todo, []
         theirs_keys: set[str] = set()
         acc = 0
@@ -874,6 +874,16 @@ class Archiver:
         if g["size"] <= PREFIX_BYTES or not start:
             g["prefix_sha256"] = _sha(read_archive(path)[:PREFIX_BYTES])
         return fd
+
+
+def _busy(cores: int) -> bool:
+    """No core to spare (the last minute's load average, this process included, leaves less
+    than half a core idle): a worker would only share this process's CPU and add its own
+    cost (~10 % more CPU for a cold import), so the import stays in one process."""
+    try:
+        return os.getloadavg()[0] > cores - 0.5
+    except OSError:
+        return False
 
 
 class _Worker:
