@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -276,24 +277,15 @@ def test_the_check_agrees_with_the_indexer_it_mirrors():
         assert a.to_dict() == b.to_dict() and a.line() == b.line()
 
 
-PROBE = """
-import runpy, sys
-sys.argv = ["ledger"] + sys.argv[1:]
-try:
-    from ledger.cli.app import main
-    main()
-except SystemExit:
-    pass
-print("SQLALCHEMY" if any(m == "sqlalchemy" or m.startswith("sqlalchemy.") for m in sys.modules) else "LIGHT",
-      file=sys.stderr)
-"""
-
-
 def probe(home: Path, *args: str) -> tuple[str, str]:
+    """(stdout, LIGHT or SQLALCHEMY): whether the real command imported SQLAlchemy (-X importtime
+    logs each import as it happens, whatever way the process exits)."""
     env = dict(os.environ, LEDGER_HOME=str(home))
     env.pop("LEDGER_DB", None)
-    p = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, timeout=120)
-    return p.stdout, p.stderr.strip().splitlines()[-1]
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "ledger", *args], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout, "SQLALCHEMY" if re.search(r"\| +sqlalchemy$", p.stderr, re.M) else "LIGHT"
 
 
 @pytest.mark.parametrize("args", [("index", "--json"), ("sql", "--json", "SELECT 1 AS one")])

@@ -7,6 +7,7 @@ scripts/compare_outputs.py; the report tests run them on SQLite and PostgreSQL.)
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -162,18 +163,6 @@ def test_the_readers_find_the_home_row_the_indexer_keeps(home, tmp_path, monkeyp
     assert both()[0] == both()[1]  # (not this machine's row)
 
 
-PROBE = """
-import sys
-sys.argv = ["ledger"] + sys.argv[1:]
-try:
-    from ledger.cli.app import main
-    main()
-except SystemExit:
-    pass
-print("SQLALCHEMY" if "sqlalchemy" in sys.modules else "LIGHT", file=sys.stderr)
-"""
-
-
 @pytest.mark.parametrize("args", [("runs", "--json"), ("runs",), ("show", "RUN", "--json"), ("report", "--json"),
                                   ("report",), ("report", "subject", "--breakdown", "--json")])
 def test_reading_an_unchanged_index_loads_no_sqlalchemy(home, args):
@@ -189,8 +178,11 @@ def test_reading_an_unchanged_index_loads_no_sqlalchemy(home, args):
     argv = [a.replace("RUN", run.name) for a in args]
 
     def probe() -> tuple[str, str]:
-        p = subprocess.run([sys.executable, "-c", PROBE, *argv], env=env, capture_output=True, text=True, timeout=120)
-        return p.stdout, p.stderr.strip().splitlines()[-1]
+        # (-X importtime logs each import as it happens, whatever way the process exits)
+        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "ledger", *argv], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout, "SQLALCHEMY" if re.search(r"\| +sqlalchemy$", p.stderr, re.M) else "LIGHT"
 
     out, loaded = probe()
     assert loaded == "LIGHT", out

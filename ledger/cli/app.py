@@ -111,8 +111,8 @@ app.add_typer(homes_cmd.app, name="homes")
 def main() -> None:
     if sys.argv[1:2] == ["run"]:  # launch budget (DESIGN §7): skip Typer's ~70 ms Pydantic setup
         run_cmd.main_fast(sys.argv[2:])  # exits, except for `--help` (Typer prints it)
-    if sys.argv[1:2] in (["report"], ["import"]):  # issue 15: the same command without Typer's ~100 ms setup
-        from ledger.cli import fastpath
+    if sys.argv[1:2] in (["report"], ["import"], ["runs"], ["show"], ["index"]):  # issues 15, 10: the same
+        from ledger.cli import fastpath  # command without Typer's ~100 ms setup
 
         fastpath.main(sys.argv[1], sys.argv[2:])  # exits, except for what only Typer parses
     app()

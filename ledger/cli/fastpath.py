@@ -93,6 +93,11 @@ def parse(argv: list[str], fn: Any) -> dict[str, Any] | None:
             out[param] = n
         else:
             return None
+    if positional is not None and positional not in out:
+        import inspect
+
+        if inspect.signature(fn).parameters[positional].default is inspect.Parameter.empty:
+            return None  # (a required argument missing: Typer says so)
     return out
 
 
@@ -102,7 +107,10 @@ def typing_list(kind: Any) -> bool:
     return typing.get_origin(kind) is list and typing.get_args(kind) == (str,)
 
 
-COMMANDS = {"report": ("ledger.cli.report_cmd", "report"), "import": ("ledger.cli.import_cmd", "import_")}
+COMMANDS = {"report": ("ledger.cli.report_cmd", "report"), "import": ("ledger.cli.import_cmd", "import_"),
+            # issue 10: the readers of an up-to-date index answer in about `ledger --help`'s time
+            "runs": ("ledger.cli.runs_cmd", "runs"), "show": ("ledger.cli.runs_cmd", "show"),
+            "index": ("ledger.cli.index_cmd", "index")}
 
 
 def main(command: str, argv: list[str]) -> None:
