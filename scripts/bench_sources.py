@@ -13,7 +13,9 @@ dir, and measures in one run, on the same files:
 - peak RSS and CPU time (user + system) of each (GNU time), the archive's size against the history's;
 - totals against the generator's truth: ledger's and ccusage's input/output/cache tokens.
 
-Prints a Markdown table (docs/benchmarks.md keeps the last one).
+Prints a Markdown table (docs/benchmarks.md keeps the last one). Leave a minute between two
+runs: each deletes its home (~11,000 files) after measuring, and ext4 creates files several
+times slower for ~30 s next to that many just-deleted inodes (the next cold import pays it).
 """
 
 from __future__ import annotations
