@@ -66,6 +66,10 @@ VARIANTS = (
     ["report", "repo", "--host", "*", "--skill", "review", "--json", "--tz", "UTC"],
     ["report", "daily", "--tz", "UTC"], ["report", "model", "--breakdown", "--tz", "UTC"],
     ["report", "subject", "--csv", "--tz", "UTC"],
+    # issue 13: --limit chooses the groups in SQL (the page's top sessions and runs)
+    ["report", "session", "--limit", "5", "--json", "--tz", "UTC"], ["report", "run", "--limit", "20", "--json"],
+    ["report", "subject", "--limit", "3", "--breakdown", "--json", "--tz", "UTC"],
+    ["report", "skill", "--limit", "2", "--cost", "reported", "--order", "asc", "--json", "--tz", "UTC"],
 )
 
 

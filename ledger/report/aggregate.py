@@ -5,7 +5,9 @@ max, so partial aggregates merge exactly. Each report reads the smallest table t
 answer it (`_source`): `report_slots` (time reports without filters), `report_days`
 (`model` / `harness`, plus the facts of partial days at the ends of the range), else
 `report_facts`. Time reports group by the 15-minute UTC slot (the clustering key) and
-`buckets` maps each slot to its local day, week or month.
+`buckets` maps each slot to its local day, week or month. A group-by report with `--limit`
+ranks its groups in SQL and reads only those it can show (`_collect_top`); the evaluation
+view's verdict counts are SQL sums, its medians one narrow read of the runs' two figures.
 
 The SQL is written out (`Sql`: text with `?` placeholders and its parameters) and run through
 the database driver (ledger.index.rawread): answering from an index that is already up to
@@ -14,7 +16,6 @@ date loads no SQLAlchemy (issue 10).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone, tzinfo
 from typing import Any, Iterable, Sequence
@@ -140,14 +141,13 @@ def _num(v: Any) -> Any:
 class Agg:
     """The mergeable aggregate of a group (and of its models with --breakdown)."""
 
-    __slots__ = ("v", "models", "costs", "durations", "verdicts")
+    __slots__ = ("v", "models", "medians", "verdicts")
 
     def __init__(self) -> None:
         self.v: list[Any] = [None] * N_RUN
         self.models: dict[str | None, list[Any]] = {}
-        self.costs: list[float] = []
-        self.durations: list[int] = []
-        self.verdicts: list[int] = [0] * len(VERDICT_FACTS)  # the evaluation view's (_verdicts)
+        self.medians: list[Any] = [None, None]  # of the runs' known costs, of their durations (_medians)
+        self.verdicts: list[int] = [0] * len(VERDICT_FACTS)  # the evaluation view's (sums in SQL)
 
     def add(self, row: Sequence[Any], start: int = 0) -> None:
         _merge(self.v, row, start, _RUN_OPS)
@@ -158,10 +158,14 @@ class Agg:
             cur = self.models[model] = [None] * N_MODEL
         _merge(cur, row, start, _MODEL_OPS)
 
+    def add_verdicts(self, row: Sequence[Any], start: int) -> None:
+        self.verdicts = [a + int(_num(row[start + i]) or 0) for i, a in enumerate(self.verdicts)]
+
     def merge(self, other: "Agg") -> None:
         _merge(self.v, other.v, 0, _RUN_OPS)
         for m, vals in other.models.items():
             self.add_model(m, vals)
+        self.verdicts = [a + b for a, b in zip(self.verdicts, other.verdicts)]
 
 
 NOT_APPLICABLE = "not_applicable"  # the basis of a group of plain commands only
@@ -204,8 +208,9 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
     d.update({"failed": v[FAILED] or 0, "interrupted": v[INTR] or 0, "abandoned": v[ABAND] or 0,
               "unverified": v[UNVER] or 0, "evidence_gaps": v[GAPS] or 0})
     if q.evaluation:
-        d["median_cost_usd"] = round(statistics.median(agg.costs), COST_DIGITS) if agg.costs else None
-        d["median_duration_ms"] = int(statistics.median(agg.durations)) if agg.durations else None
+        cost, duration = agg.medians
+        d["median_cost_usd"] = None if cost is None else round(cost, COST_DIGITS)
+        d["median_duration_ms"] = None if duration is None else int(duration)
         d.update(_verdict_fields(agg.verdicts))
     if q.breakdown:
         models = []
@@ -441,7 +446,8 @@ def _source(q: ReportQuery) -> str:
 
 
 class _Collector:
-    """Merges result rows [key, (model), run vector, (model vector), extra...] into groups."""
+    """Merges result rows [key, (model), run vector, (model vector), (verdicts), extra...]
+    into groups (the verdict sums with the evaluation view, see _facts_stmt)."""
 
     def __init__(self, q: ReportQuery, n_extra: int = 0) -> None:
         self.q = q
@@ -449,9 +455,12 @@ class _Collector:
         self.info: dict[Any, list[Any]] = {}
         self.base = 2 if q.breakdown else 1
         self.n_extra = n_extra
+        self.vbase = self.base + N_RUN + (N_MODEL if q.breakdown else 0)
+        self.totals: Agg | None = None  # set when the groups' statement also summed the totals
 
     def add(self, rows: Iterable[Sequence[Any]], key_of: Any = None, model_of: Any = None) -> None:
         groups, base, mbase, breakdown = self.groups, self.base, self.base + N_RUN, self.q.breakdown
+        verdicts, vbase = self.q.evaluation, self.vbase
         for row in rows:
             k = row[0] if key_of is None else key_of(row[0])
             agg = groups.get(k)
@@ -460,6 +469,8 @@ class _Collector:
             agg.add(row, base)
             if breakdown:
                 agg.add_model(row[1] if model_of is None else model_of(row[1]), row, mbase)
+            if verdicts:
+                agg.add_verdicts(row, vbase)
             if self.n_extra:
                 self.info[k] = list(row[-self.n_extra:])
 
@@ -493,15 +504,18 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
         return _finish(q, {}, Agg(), c, conds, t0)
     groups = col.groups
     totals = Agg()
-    if q.kind == "subject" or (q.kind == "run" and q.limit is not None):
+    if col.totals is not None:
+        totals = col.totals
+    elif q.kind == "subject" or (q.kind == "run" and q.limit is not None):
         # a run with several subjects is in several groups; --limit leaves runs out
         totals.add(_rows(c, _totals_stmt(q, start, end, conds))[0])
+        if q.evaluation:  # (report_slots has no verdicts)
+            totals.add_verdicts(_rows(c, _select(_verdict_aggregates(), FACTS, conds))[0], 0)
     else:
         for agg in groups.values():
             totals.merge(agg)
     if q.evaluation:
         _medians(c, q, conds, groups, totals)
-        _verdicts(c, q, conds, groups, totals)
     return _finish(q, groups, totals, c, conds, t0, col.info)
 
 
@@ -599,11 +613,19 @@ def _facts_stmt(q: ReportQuery, conds: list[Sql], slot_size: int = SLOT_SECONDS,
     cols += _run_aggregates(q)
     if q.breakdown:
         cols += _model_aggregates(q)
+    if q.evaluation:
+        cols += _verdict_aggregates()
     if q.kind == "run":
         cols += _run_extra()
     if per_run:
         cols.append(f"{f}.run_id")
     return _select(cols, f, conds, group)
+
+
+def _verdict_aggregates() -> list[str]:
+    """The evaluation view's verdict counts: run-level, 0 on a run's other rows, so the sums
+    over any rows count each run once."""
+    return [f"sum({FACTS}.{n})" for n in VERDICT_FACTS]
 
 
 def _more_subjects(c: Conn) -> dict[tuple[int, str], list[str]]:
@@ -615,9 +637,12 @@ def _more_subjects(c: Conn) -> dict[tuple[int, str], list[str]]:
     return out
 
 
-def _add_more_subjects(c: Conn, q: ReportQuery, conds: list[Sql], col: _Collector) -> None:
-    """A run with several subjects counts in each of their rows."""
+def _add_more_subjects(c: Conn, q: ReportQuery, conds: list[Sql], col: _Collector,
+                       only: set[Any] | None = None) -> None:
+    """A run with several subjects counts in each of their rows (`only`: in these groups)."""
     more = _more_subjects(c)
+    if only is not None:
+        more = {k: kept for k, sels in more.items() if (kept := [s for s in sels if s in only])}
     keys = sorted(more)
     for i in range(0, len(keys), 1000):
         chunk = keys[i:i + 1000]
@@ -641,6 +666,8 @@ def _collect_facts(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector | No
             col.add(_rows(c, _facts_stmt(q, [keys_in(keys)])))
         return col
     if not q.is_time:
+        if q.limit is not None:  # the first groups only, chosen in SQL
+            return _collect_top(c, q, conds)
         col.add(_rows(c, _facts_stmt(q, conds)))
         if q.kind == "subject":
             _add_more_subjects(c, q, conds, col)
@@ -661,36 +688,171 @@ def _collect_facts(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector | No
     return col
 
 
+# --------------------------------------------------------------------------------------
+# `--limit` on a group-by report: the first groups chosen in SQL
+
+# How far a group's known cost may be below the last shown group's (above, ascending) and
+# still be read: _sort_rows compares costs rounded to COST_DIGITS, and a group summed from
+# per-model rows (--breakdown) or per-run rows (further subjects) may differ from the SQL sum
+# in its last bits. Every group that can be among the first is read; _sort_rows decides.
+_SLACK_ABS, _SLACK_REL = 1e-9, 1e-9
+_MAX_CANDIDATES = 10_000  # more ties than this: every group is read (no IN list)
+# the ranking statement's columns after the key: what _sort_rows orders by
+_RANK_FIELDS = (COST, PART, IN, OUT, CR, CW, RUNS)
+
+
+def _collect_top(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
+    """`report KIND --limit N` (a group-by report other than run and task): the groups that
+    can be among the first N are chosen in SQL, from the few sums _sort_rows orders by (a
+    narrow GROUP BY: SQLite sorts every row it groups, and the width of the rows is most of
+    that cost), then only their rows are read as without --limit.
+
+    The totals: the costs are the groups' cost sums summed in the groups' order, what
+    merging every group gives to the last bit (with --breakdown a group is merged from its
+    models' sums, which may differ in the last bits at a million runs); every other field
+    is an integer, from the totals statement. A run with several subjects is in several
+    groups: by subject the totals are the totals statement's, as without --limit."""
+    col = _Collector(q)
+    ranked = _rows(c, _ranked(q, _rank_stmt(q, conds), totals=q.kind != "subject"))
+    keys = [row[1] for row in ranked if row[0] == 0]
+    restrict = [] if len(keys) > _MAX_CANDIDATES else [_key_in(_key_column(q, SLOT_SECONDS), keys)]
+    col.add(_rows(c, _facts_stmt(q, [*conds, *restrict])))
+    if q.kind == "subject":
+        _add_more_subjects(c, q, conds, col, only=set(keys) if restrict else None)
+        return col
+    start, end = time_bounds(q)
+    totals = col.totals = Agg()
+    totals.add(_rows(c, _totals_stmt(q, start, end, conds))[0])
+    total = next(row for row in ranked if row[0] == 1)
+    totals.v[COST], totals.v[PART] = _num(total[2]), _num(total[3])
+    if q.evaluation:
+        totals.add_verdicts(_rows(c, _select(_verdict_aggregates(), FACTS, conds))[0], 0)
+    if q.breakdown:  # the totals' models
+        f = FACTS
+        for row in _rows(c, _select([f"{f}.model", *_model_aggregates(q)], f, conds, [f"{f}.model"])):
+            totals.add_model(row[0], row, 1)
+    return col
+
+
+def _key_in(col: str, keys: Sequence[Any]) -> Sql:
+    """col IN keys (None among them: or col IS NULL)."""
+    values = [k for k in keys if k is not None]
+    conds = [Sql(f"{col} IN ({', '.join('?' * len(values))})", tuple(values))] if values else []
+    if len(values) < len(keys):
+        conds.append(Sql(f"{col} IS NULL"))
+    return _or(conds) if conds else Sql("1 = 0")
+
+
+def _rank_stmt(q: ReportQuery, conds: list[Sql]) -> Sql:
+    """[key, the _RANK_FIELDS sums] per group, over the facts that match. By subject a run
+    counts under each of its subjects: the first (on the facts row) and the further ones."""
+    f = FACTS
+    run = _run_aggregates(q)
+    sums = [run[i] for i in _RANK_FIELDS]
+    if q.kind != "subject":
+        key = _key_column(q, SLOT_SECONDS)
+        return _select([key, *sums], f, conds, [key])
+    where = _and(conds) if conds else Sql("1 = 1")
+    used = ", ".join(f"{f}.{name}" for name in (f"run_cost_{q.cost}", f"run_cost_{q.cost}_partial", *TOTAL_PARTS,
+                                                  "first"))
+    source = (f"(SELECT {f}.subject AS group_key, {used} FROM {f} WHERE {where.text} UNION ALL "
+              f"SELECT further.selector, {used} FROM {_FURTHER} WHERE {_FURTHER_ON} AND {where.text}) AS {f}")
+    stmt = _select([f"{f}.group_key", *sums], source, group=[f"{f}.group_key"])
+    return Sql(stmt.text, where.params + where.params)
+
+
+# A run's further subjects joined to its facts, read from the few `subjects` rows past the
+# first (CROSS JOIN: SQLite keeps this order; it would otherwise scan every fact for them)
+_FURTHER = f"subjects AS further CROSS JOIN {FACTS}"
+_FURTHER_ON = (f"further.position >= 1 AND {FACTS}.home_id = further.home_id AND {FACTS}.run_id = further.run_id")
+
+
+def _ranked(q: ReportQuery, inner: Sql, *, totals: bool) -> Sql:
+    """The groups of `inner` (_rank_stmt) that can be among the first q.limit of _sort_rows,
+    tagged 0, and (`totals`) one row tagged 1: the sums of the groups' sums, in their order.
+
+    The rank is the sort's: known cost (unknown last), then tokens, then runs, each in the
+    report's order. The group at place N is the bound: every group whose cost is within the
+    slack of the bound's is read (rounding may tie them), or, when the bound's cost is
+    unknown, every known group and every unknown one with (tokens, runs) up to the bound's.
+    Keys are not compared in SQL (collations differ): _sort_rows breaks those ties."""
+    cols = [f"c{i}" for i in range(1 + len(_RANK_FIELDS))]
+    cost, part, t_in, t_out, t_cr, t_cw, runs = (f"g.{x}" for x in cols[1:])
+    known = f"CASE WHEN {cost} IS NULL AND {part} IS NULL THEN NULL ELSE coalesce({cost}, 0) + coalesce({part}, 0) END"
+    toks = (t_in, t_out, t_cr, t_cw)
+    tokens = (f"CASE WHEN {' AND '.join(t + ' IS NULL' for t in toks)} THEN -1 "
+              f"ELSE {' + '.join(f'coalesce({t}, 0)' for t in toks)} END")
+    desc = resolved_order(q) == "desc"
+    way, ge, gt, sign = (" DESC", ">=", ">", "-") if desc else (" ASC", "<=", "<", "+")
+    n = int(q.limit or 0)
+    out = [f"WITH g({', '.join(cols)}) AS ({inner.text}), "
+           f"r AS (SELECT g.c0 AS k, {known} AS kk, {tokens} AS kt, coalesce({runs}, 0) AS kr FROM g)"]
+    if n > 0:
+        out.append(f", b AS (SELECT r.kk AS bk, r.kt AS bt, r.kr AS br FROM r ORDER BY r.kk IS NULL, r.kk{way}, "
+                   f"r.kt{way}, r.kr{way} LIMIT 1 OFFSET {min(n, 2**62) - 1}) "
+                   "SELECT 0, r.k, NULL, NULL FROM r LEFT JOIN b ON 1 = 1 WHERE b.br IS NULL "
+                   f"OR (b.bk IS NOT NULL AND r.kk {ge} b.bk {sign} ({_SLACK_ABS!r} + abs(b.bk) * {_SLACK_REL!r})) "
+                   f"OR (b.bk IS NULL AND (r.kk IS NOT NULL OR r.kt {gt} b.bt OR (r.kt = b.bt AND r.kr {ge} b.br)))")
+    else:
+        out.append(" SELECT 0, r.k, NULL, NULL FROM r WHERE 1 = 0")
+    if totals:
+        out.append(f" UNION ALL SELECT 1, NULL, sum({cost}), sum({part}) FROM g")
+    return Sql("".join(out), inner.params)
+
+
 def _medians(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], totals: Agg) -> None:
-    """Per group and overall: the known run costs and the durations, for the medians."""
+    """Per group and overall: the medians of the runs' known costs and of their durations
+    (statistics.median's rule: the mean of the two middle values of an even count).
+
+    A median does not merge, so every run's two figures are read, in one narrow read, and
+    sorted here: at a million runs SQLite's window functions (row_number per group) took
+    2.5 s of CPU for the costs alone, this read and sort about 2 s for both figures and the
+    totals. A run with further subjects counts in their groups too, once in the totals."""
     f = FACTS
     run_cost, _ = _cost_columns(q)
-    more = _more_subjects(c) if q.kind == "subject" else {}
-    stmt = _select([_key_column(q, SLOT_SECONDS), run_cost, f"{f}.duration_ms", f"{f}.home_id", f"{f}.run_id"], f,
-                   [Sql(f"{f}.first = 1"), *conds])
-    for k, cost, dur, h, rid in _rows(c, stmt):
-        # a run's further subjects: its figures count there too (once in the totals)
-        targets = [groups.get(k), totals] + [groups.get(sel) for sel in more.get((h, rid), ())]
-        for target in targets:
-            if target is None:
-                continue
+    cols = [run_cost, f"{f}.duration_ms"]
+    have = [Sql(f"{f}.first = 1"), Sql(f"({cols[0]} IS NOT NULL OR {cols[1]} IS NOT NULL)"), *conds]
+    per_group: dict[Any, tuple[list[Any], list[Any]]] = {}
+
+    def collect(rows: list[tuple]) -> None:
+        for k, cost, duration in rows:
+            values = per_group.get(k)
+            if values is None:
+                values = per_group[k] = ([], [])
             if cost is not None:
-                target.costs.append(float(cost))
-            if dur is not None:
-                target.durations.append(int(dur))
+                values[0].append(cost)
+            if duration is not None:
+                values[1].append(duration)
+
+    collect(_rows(c, _select([_key_column(q, SLOT_SECONDS), *cols], f, have)))
+    for values in per_group.values():
+        values[0].sort()
+        values[1].sort()
+    # every run once: the groups so far (by subject: its first), before further subjects
+    # (sorted runs, which the sort merges)
+    for pos in (0, 1):
+        everyone = [x for values in per_group.values() for x in values[pos]]
+        everyone.sort()
+        totals.medians[pos] = _middle(everyone)
+    del everyone
+    if q.kind == "subject":
+        collect(_rows(c, _select(["further.selector", *cols], _FURTHER, [Sql(_FURTHER_ON), *have])))
+        for values in per_group.values():
+            values[0].sort()
+            values[1].sort()
+    for k, values in per_group.items():
+        agg = groups.get(k)
+        if agg is not None:
+            agg.medians = [_middle(values[0]), _middle(values[1])]
 
 
-def _verdicts(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], totals: Agg) -> None:
-    """Per group and overall: the verdict counts of the evaluation view (a run with further
-    subjects counts in their groups too, once in the totals)."""
-    f = FACTS
-    more = _more_subjects(c) if q.kind == "subject" else {}
-    stmt = _select([_key_column(q, SLOT_SECONDS), f"{f}.home_id", f"{f}.run_id", *(f"{f}.{n}" for n in VERDICT_FACTS)],
-                   f, [Sql(f"{f}.first = 1"), *conds])
-    for k, h, rid, *counts in _rows(c, stmt):
-        for target in [groups.get(k), totals] + [groups.get(sel) for sel in more.get((h, rid), ())]:
-            if target is not None:
-                target.verdicts = [a + int(b or 0) for a, b in zip(target.verdicts, counts)]
+def _middle(values: list[Any]) -> Any:
+    """The median of sorted values (None: none)."""
+    n = len(values)
+    if not n:
+        return None
+    h = n // 2
+    return values[h] if n % 2 else (values[h - 1] + values[h]) / 2
 
 
 def _rate(n: int, of: int) -> float | None:
