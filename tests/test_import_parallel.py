@@ -15,6 +15,7 @@ from ledger.sources import archive
 from ledger.sources.archive import read_archive
 
 PROJECT = "-home-u-work-proj"
+REAL_BUSY = archive._busy
 
 
 def line(i: int, pad: int) -> bytes:
@@ -65,7 +66,7 @@ def summary(s: archive.ClientSummary) -> dict:
 def forks(monkeypatch):
     """Two idle cores whatever the machine; counts the workers forked (in this process)."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))
+    monkeypatch.setattr(archive, "_busy", lambda cores: False)
     count = []
     real = os.fork
 
@@ -173,8 +174,18 @@ def test_new_bytes_read_in_blocks_are_one_frame_of_whole_lines(tmp_path, monkeyp
 def test_no_worker_on_a_busy_machine(tmp_path, monkeypatch, forks):
     """Without an idle core a worker only shares this process's CPU: one process imports."""
     monkeypatch.setattr(archive, "PARALLEL_MIN", 0)
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 1.0, 1.0))
+    monkeypatch.setattr(archive, "_busy", REAL_BUSY)
+    real = open
+
+    def loadavg(path, *a, **k):
+        return real(tmp_path / "loadavg", *a, **k) if path == "/proc/loadavg" else real(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", loadavg)
     cfg = tmp_path / "cfg"
     history(cfg)
-    s = imp(tmp_path / "home", cfg)
+    (tmp_path / "loadavg").write_text("0.50 0.40 0.30 3/300 12345\n")  # (two running besides this one)
+    s = imp(tmp_path / "one", cfg)
     assert forks == [] and s.new_files == 24
+    (tmp_path / "loadavg").write_text("3.50 3.40 3.30 2/300 12345\n")  # (busy a minute ago, one now)
+    s = imp(tmp_path / "two", cfg)
+    assert len(forks) == 1 and s.new_files == 24

@@ -877,12 +877,15 @@ class Archiver:
 
 
 def _busy(cores: int) -> bool:
-    """No core to spare (the last minute's load average, this process included, leaves less
-    than half a core idle): a worker would only share this process's CPU and add its own
-    cost (~10 % more CPU for a cold import), so the import stays in one process."""
+    """No core to spare: as many other tasks running right now as there are cores (the
+    instantaneous count of /proc/loadavg; the minute's average would count the commands just
+    before this one). A worker would then only share this process's CPU and add its own cost
+    (~10 % more CPU for a cold import), so the import stays in one process."""
     try:
-        return os.getloadavg()[0] > cores - 0.5
-    except OSError:
+        with open("/proc/loadavg", "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+        return running - 1 >= cores  # (this process is one of them)
+    except (OSError, ValueError, IndexError):
         return False
 
 
