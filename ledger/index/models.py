@@ -121,6 +121,10 @@ class Run(Base):
     tool_ok: Mapped[int] = mapped_column(Integer, server_default="0")
     tool_errors: Mapped[int] = mapped_column(Integer, server_default="0")
     tool_semantic_errors: Mapped[int] = mapped_column(Integer, server_default="0")
+    # migration 0008: the redacted argv of the result event, shlex-joined for pasting into a
+    # shell, and the child's exit code (None: not known, e.g. imported sessions)
+    command: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(Text)
     indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 

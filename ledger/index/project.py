@@ -27,7 +27,7 @@ from ledger.index.scan import (
     EVENTS, LINK_SIG, MANIFEST, PREFIX_BYTES, TERMINAL, Work, file_sig, files_sig, prefix_sha,
 )
 from ledger.records import reader
-from ledger.records.fold import OVERFLOW, _known, reduce_usage, run_model
+from ledger.records.fold import OVERFLOW, _known, command_text, exit_code_of, reduce_usage, run_model
 from ledger.records.liveness import liveness
 from ledger.records.model import I64_MAX, MAX_ACROSS_STREAMS, ScanProblem
 from ledger.records.timefmt import is_canonical_utc, parse_rfc3339
@@ -336,7 +336,8 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         u.cost_usd, provider_session or state["session"], state["answer"], B(state.get("answer_exact")),
         _int_or(state["retries"], 0), B(skill_invoked) if isinstance(skill_invoked, bool) else None,
         B(verdict.ok), verdict.error_kind, verdict.error_detail, _int_or(sum(tools.values()), 0), t_ok, t_err,
-        t_sem, path, (now_text(now) if encode else now),
+        t_sem, command_text(state["result"]), exit_code_of(state["result"]), path,
+        (now_text(now) if encode else now),
     ))
     rows = out["subjects"]
     for pos, subj in enumerate(manifest.subjects):
@@ -377,7 +378,7 @@ _RUN_COLS = (
     "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
     "cache_write_5m_tokens", "cache_write_1h_tokens", "cost_usd", "provider_session_id", "final_answer",
     "final_answer_exact", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail", "tool_calls",
-    "tool_ok", "tool_errors", "tool_semantic_errors", "path", "indexed_at",
+    "tool_ok", "tool_errors", "tool_semantic_errors", "command", "exit_code", "path", "indexed_at",
 )
 EXPECTED_COLS = {
     "runs": _RUN_COLS,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import shlex
 import stat
 from typing import Any, BinaryIO
 
@@ -101,6 +102,49 @@ def new_state() -> dict[str, Any]:
         "answer_exact": None, "skill_invoked": None,
         "tool_status": {},  # tool name -> [ok, error, semantic-error] results (verdict.py)
     }
+
+
+COMMAND_MAX_ARGS = 64
+COMMAND_MAX_CHARS = 4000
+
+
+def command_of(v: Any) -> tuple[list[str] | None, bool]:
+    """The result event's `command` (the launched argv, redacted) as kept in the state, and
+    whether it was cut: a non-empty list of str, else None. An argument with a NUL is no argv
+    (the kernel passes C strings): None too. Bounded, since it travels in every cursor's fold
+    state: the first COMMAND_MAX_ARGS arguments, COMMAND_MAX_CHARS characters in all."""
+    if type(v) is not list or not v:
+        return None, False
+    for arg in v:
+        if type(arg) is not str or "\x00" in arg:
+            return None, False
+    out: list[str] = []
+    room = COMMAND_MAX_CHARS
+    for arg in v[:COMMAND_MAX_ARGS]:
+        if len(arg) > room:
+            if room:
+                out.append(arg[:room])
+            return out, True
+        out.append(arg)
+        room -= len(arg)
+    return out, len(v) > COMMAND_MAX_ARGS
+
+
+def command_text(result: dict[str, Any] | None) -> str | None:
+    """A run's command for display, from its folded result: the argv joined with shlex.join
+    (it pastes into a shell), ` …` after a cut one; None when not known. (A state folded
+    before the command was kept has no key: None.)"""
+    args = result.get("command") if result else None
+    if not args:
+        return None
+    return shlex.join(args) + (" \u2026" if result.get("command_cut") else "")  # type: ignore[union-attr]
+
+
+def exit_code_of(result: dict[str, Any] | None) -> int | None:
+    """A run's exit code from its folded result, None when not known or beyond a 32-bit
+    integer (the index's column; no process exits with such a code)."""
+    code = result.get("exit_code") if result else None
+    return code if type(code) is int and -2**31 <= code < 2**31 else None
 
 
 def _counter_value(v: Any) -> int | None:
@@ -318,6 +362,8 @@ def _fold_body(state: dict[str, Any], ev: dict[str, Any], kind: Any) -> None:
             "error": (_str(ev.get("error")) or "")[:1000] or None, "expected_skill": _str(ev.get("expected_skill")),
             "exit_code": ev.get("exit_code") if type(ev.get("exit_code")) is int else None,
         }
+        # (ledger run writes the redacted argv; a bounded copy for `ledger runs`/`show`)
+        state["result"]["command"], state["result"]["command_cut"] = command_of(ev.get("command"))
         # ledger additions on the result event (optional for v1 readers)
         retries = ev.get("api_retries")
         if type(retries) is int and 0 <= retries <= I64_MAX:
