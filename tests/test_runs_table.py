@@ -9,13 +9,15 @@ import sys
 
 import pytest
 
-from indexhelpers import make_run
+from indexhelpers import append_event, make_run
 
 
 @pytest.fixture
 def one_run(tmp_path):
     home = tmp_path / "home"
     run = make_run(home, cost=0.007455000000000001, usage=((4100, 3), (12345, 410)), subjects=("task:LOO-1",))
+    # what `ledger run` writes last: the exit code and the (redacted) argv
+    append_event(run, type="result", outcome="completed", exit_code=0, command=["claude", "-p", "fix the tests"])
     return home, run
 
 
@@ -36,9 +38,12 @@ def test_id_and_numbers_are_whole_at_every_width(one_run, width):
         assert "410" in row.split()
     if width >= 200:
         assert "12,345" in row and "task:LOO-1" in row and "not shown" not in res.stderr
-    elif width >= 120:  # (the duration column, issue 12: only gaps and the harness may go)
+        assert row.rstrip().endswith("   claude -p 'fix the tests'")  # the command, whole, pastes into a shell
+        assert " 0 " in row  # its exit code
+    elif width >= 120:  # (the duration column, issue 12: only gaps, the harness, command and exit may go)
         assert "12,345" in row and "task:LOO-1" in row and "0.0s" in row
-        assert "not shown" not in res.stderr or "(narrow terminal: gaps, harness not shown" in res.stderr
+        assert ("not shown" not in res.stderr
+                or "(narrow terminal: gaps, harness, command, exit not shown" in res.stderr), res.stderr
     else:
         assert "not shown; widen it or use --json" in res.stderr
     # the id as printed is accepted by `ledger show`

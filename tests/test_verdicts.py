@@ -255,7 +255,7 @@ def test_runs_and_show_say_the_verdict(home, tmp_path):
     assert report["Total"][-7:-3] == ["40%", "67%", "25%", "1"]
     env["COLUMNS"] = "120"
     csv_lines = ledger("runs", "--all", "--csv").splitlines()
-    assert csv_lines[0].endswith(",subjects,ok,error_kind,error_detail,skill_invoked")
+    assert csv_lines[0].endswith(",subjects,ok,error_kind,error_detail,skill_invoked,exit_code,command")  # (issue 12)
 
 
 def test_report_task_combines_runs_by_the_rules(home, db_url):

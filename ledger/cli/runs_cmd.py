@@ -9,16 +9,20 @@ import typer
 from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
 
 RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects",
-               "ok", "error_kind", "error_detail", "skill_invoked")  # (the verdict: issue 14)
+               "ok", "error_kind", "error_detail", "skill_invoked",  # (the verdict: issue 14)
+               "exit_code", "command")  # (issue 12)
 # an error kind the outcome already says: not repeated in the table's outcome cell
 IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (None, "abandoned")}
 
 
-TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "duration", "in", "out", "cost $", "gaps",
-                 "subjects")
+TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "exit", "duration", "in", "out", "cost $",
+                 "gaps", "subjects", "command")
 # hidden in this order on a narrow terminal: the id (pasted into `ledger show`), the outcome
-# and the cost are kept whole
-DROP_FIRST = (9, 2, 10, 5, 3, 6, 7, 1)
+# and the cost are kept whole. The command is display text: it is cut (…) to the room left
+# before it is hidden, and hidden before anything but the gaps and the harness.
+DROP_FIRST = (10, 2, 12, 5, 11, 6, 3, 7, 8, 1)
+COMMAND = 12
+COMMAND_MIN = 12  # a command cut shorter than this says little: hidden instead
 
 
 def _short(row: list) -> list:
@@ -44,11 +48,59 @@ def _short(row: list) -> list:
 
 
 def _table_row(d: dict) -> list:
-    """A row of the human table: `_short(_row(d))` with the duration after the outcome (the
-    CSV keeps RUN_COLUMNS: started and ended are in --json)."""
+    """A row of the human table: `_short(_row(d))` with the exit code and the duration after
+    the outcome and the command last (the CSV keeps RUN_COLUMNS: started and ended are in
+    --json)."""
     row = _short(_row(d))
-    row.insert(5, _duration(d.get("started"), d.get("ended")))
+    row[5:5] = [d.get("exit_code"), _duration(d.get("started"), d.get("ended"))]
+    row.append(d.get("command"))
     return row
+
+
+def _fit(rows: list[list], width: int) -> tuple[list[str], list[list[str]]]:
+    """The columns of TABLE_COLUMNS that fit `width` (hidden in DROP_FIRST order, stderr says
+    which: as ledger.cli.common.print_table's drop_first) with the command cut to the room
+    left; cells as printed (ledger.text.plain, `—` for unknown). Every other cell is whole."""
+    from rich.cells import cell_len
+
+    from ledger.text import plain
+
+    cells = [[plain("—" if v is None else v) for v in r] for r in rows]
+    widths = [max([cell_len(h)] + [cell_len(r[i]) for r in cells]) for i, h in enumerate(TABLE_COLUMNS)]
+    keep = list(range(len(TABLE_COLUMNS)))
+
+    def need() -> int:  # (cells, padding and dividers, with one column to spare: as _fit_columns)
+        return sum(min(widths[k], COMMAND_MIN) if k == COMMAND else widths[k] for k in keep) + 3 * len(keep)
+
+    hidden = []
+    for i in DROP_FIRST:
+        if need() <= width:
+            break
+        keep.remove(i)
+        hidden.append(TABLE_COLUMNS[i])
+    if hidden:
+        err(f"(narrow terminal: {', '.join(hidden)} not shown; widen it or use --json)")
+    if COMMAND in keep:
+        room = width - need() + min(widths[COMMAND], COMMAND_MIN)
+        for r in cells:
+            r[COMMAND] = _elide(r[COMMAND], room)
+    return [TABLE_COLUMNS[k] for k in keep], [[r[k] for k in keep] for r in cells]
+
+
+def _elide(text: str, width: int) -> str:
+    """`text` in at most `width` terminal cells, ending in `…` where it was cut."""
+    from rich.cells import cell_len
+
+    if cell_len(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = cell_len(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
 
 
 def _title(n: int) -> str:
@@ -69,7 +121,8 @@ def _row(d: dict) -> list:
     u = d["usage"]
     return [d["id"], d["started"], d["harness"], d["model"], d["outcome"], d["state"],
             u["input_tokens"], u["output_tokens"], u["cost_usd"], d["evidence_gaps"], " ".join(d["subjects"]),
-            d.get("ok"), d.get("error_kind"), d.get("error_detail"), d.get("skill_invoked")]
+            d.get("ok"), d.get("error_kind"), d.get("error_detail"), d.get("skill_invoked"), d.get("exit_code"),
+            d.get("command")]
 
 
 @handle_errors
@@ -111,8 +164,10 @@ def runs(
         title = _title(len(chosen))
         if sel.hidden:
             title = f"{len(chosen):,} of {len(chosen) + sel.hidden:,} runs (--limit N or --all for more)"
-        print_table((_table_row(s.to_dict()) for s in chosen), TABLE_COLUMNS, title=title, compact=True,
-                    drop_first=DROP_FIRST)
+        from ledger.cli.common import data_console
+
+        header, rows = _fit([_table_row(s.to_dict()) for s in chosen], data_console().width)
+        print_table(rows, header, title=title, compact=True)
 
 
 @handle_errors
@@ -153,8 +208,8 @@ def _print_detail(detail: dict, events: bool) -> None:
         c.print(Text.assemble((label, "bold"), ": ", shown("—" if value is None or value == "" else value)),
                 soft_wrap=True)
 
-    for key in ("id", "outcome", "state", "started", "ended", "harness", "model", "surface", "host", "cwd", "path",
-                "provider_session_id", "evidence_gaps", "api_retries"):
+    for key in ("id", "outcome", "exit_code", "state", "started", "ended", "harness", "model", "surface", "host", "cwd",
+                "command", "path", "provider_session_id", "evidence_gaps", "api_retries"):
         field(key, detail[key])
     verdict = {True: "ok", False: "not ok", None: "none yet"}[detail.get("ok")]
     if detail.get("error_kind"):

@@ -170,6 +170,10 @@ class RunSnapshot:
     error_kind: str | None = None
     error_detail: str | None = None
     tool_status: dict[str, list[int]] = field(default_factory=dict)
+    # what ran (the result event's redacted argv, shlex-joined: ledger.records.fold.command_text)
+    # and its exit code; None: not known (no result event, an imported session)
+    command: str | None = None
+    exit_code: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -194,6 +198,8 @@ class RunSnapshot:
             "error_kind": self.error_kind,
             "error_detail": self.error_detail,
             "skill_invoked": self.skill_invoked,
+            "exit_code": self.exit_code,
+            "command": self.command,
         }
 
 

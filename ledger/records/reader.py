@@ -15,7 +15,9 @@ from typing import Any, Iterator
 
 from ledger.errors import RecordError
 from ledger.records import jsonio
-from ledger.records.fold import fold_file, new_state, open_regular, read_regular, reduce_usage, run_model, stream_totals
+from ledger.records.fold import (
+    command_text, exit_code_of, fold_file, new_state, open_regular, read_regular, reduce_usage, run_model, stream_totals,
+)
 from ledger.records.ids import PREFIX, is_run_id, shard_of
 from ledger.records.liveness import liveness
 from ledger.records.model import (
@@ -255,6 +257,7 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
         tool_uses=dict(state["tools"]), api_retries=state["retries"],
         skill_invoked=state["skill_invoked"], ok=verdict.ok, error_kind=verdict.error_kind,
         error_detail=verdict.error_detail, tool_status=dict(state.get("tool_status") or {}),
+        command=command_text(state["result"]), exit_code=exit_code_of(state["result"]),
     )
 
 
