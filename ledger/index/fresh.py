@@ -26,23 +26,24 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 from ledger.index import db as dbmod
+from ledger.index.sealing import (
+    DAMAGED, EVENTS, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, seals, shard_skipped, subdirs,
+    watched_unchanged,
+)
 from ledger.records.model import ScanProblem
 
 # The indexer's constants (ledger.index.indexer / scan / logsource import SQLAlchemy; the
 # test checks these agree with them)
 RACY_NS = 100_000_000
 SEAL_GRACE_NS = 10_000_000_000
-LINK_SIG = "link:"
-RUN_PREFIX = "run_"
 SYMLINK_REASON = "a symlink, not a directory: not followed"
 LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's order
 CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
 ARCHIVE_SKIP = (".state",)
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
-DAMAGED = "damaged"
 
 
 @dataclass
@@ -86,17 +87,6 @@ class IndexSummary:
 
 class _Changed(Exception):
     """Something a pass would write (or that this check does not judge)."""
-
-
-class _Cursor(NamedTuple):
-    status: str
-    settled: int
-    racy: int
-    dir_sig: str | None
-    events_sig: str | None
-    problem_path: str | None
-    problem: str | None
-    files_sig: str | None
 
 
 def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
@@ -153,37 +143,6 @@ def _home_id(con: sqlite3.Connection, home: str) -> int:
     return row[0]
 
 
-def _subdirs(path: str) -> list[tuple[str, str, bool]]:
-    """ledger.index.scan.subdirs: (name, path, is_symlink), `.`-names skipped, sorted."""
-    try:
-        with os.scandir(path) as it:
-            out = [(e.name, e.path, e.is_symlink()) for e in it
-                   if e.name[0] != "." and (e.is_dir(follow_symlinks=False) or e.is_symlink())]
-    except OSError:
-        return []
-    out.sort()
-    return out
-
-
-def _files_unchanged(path: str, cur: _Cursor) -> bool:
-    """ledger.index.scan.files_unchanged of a plain pass: manifest.json and, settled,
-    terminal.json as the cursor saw them."""
-    fs = cur.files_sig
-    if fs is None:
-        return True
-    try:
-        st = os.lstat(path + "/manifest.json")
-        if not fs.startswith(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|"):
-            return False
-        if cur.settled:
-            st = os.lstat(path + "/terminal.json")
-            if f"|{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|" not in fs:
-                return False
-    except OSError:
-        return False
-    return True
-
-
 def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int, seal_before: int) -> None:
     """One home as ledger.index.scan.RunScan and logsource.LogPass see it; raises _Changed."""
     from ledger.home import home_problem
@@ -194,8 +153,8 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
     rows = {r[0]: (r[1], bool(r[2]), r[3]) for r in con.execute(
         "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = ?", (h,))}
     open_: list[tuple[str, str, str, bool]] = []
-    sealed_skipped: list[str] = []
-    for shard, spath, link in _subdirs(os.path.join(home, "runs")):
+    candidates: dict[str, str] = {}  # sealed and unchanged shards: their paths
+    for shard, spath, link in subdirs(os.path.join(home, "runs")):
         if link:
             s.skipped.append(ScanProblem(spath, SYMLINK_REASON))
             continue
@@ -208,44 +167,57 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
         row = rows.get(shard)
         if row is None:  # a new shard: a row to write (and its runs to read)
             raise _Changed
-        if row[1] and row[0] == sig and not racy:
-            sealed_skipped.append(shard)
-            s.unchanged += row[2]
+        if shard_skipped(False, row[1], row[0], sig, racy):
+            candidates[shard] = spath
         else:
             open_.append((shard, spath, sig, racy))
-    if len(open_) + len(sealed_skipped) != len(rows):  # a shard gone: its runs to delete
+    if len(open_) + len(candidates) != len(rows):  # a shard gone: its runs to delete
         raise _Changed
-    if sealed_skipped:
-        skipped_set = set(sealed_skipped)
-        s.skipped.extend(ScanProblem(pp, pr) for sd, pp, pr in con.execute(
-            "SELECT shard, problem_path, problem FROM index_cursors WHERE home_id = ? AND status = ? "
-            "ORDER BY run_id", (h, DAMAGED)) if sd in skipped_set)
+    # unsettled runs: their cursors (a sealed shard's are watched) and liveness inputs
+    unsettled = con.execute(
+        "SELECT r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state, "
+        "c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig FROM runs r JOIN index_cursors c "
+        "ON c.home_id = r.home_id AND c.run_id = r.run_id WHERE r.home_id = ? AND r.settled = 0", (h,)).fetchall()
+    if candidates:
+        damaged = con.execute(
+            "SELECT shard, run_id, problem_path, problem, racy, dir_sig, events_sig FROM index_cursors "
+            "WHERE home_id = ? AND status = ? ORDER BY run_id", (h, DAMAGED)).fetchall()
+        # a watched record of a sealed shard that changed: the pass opens the shard and reads it
+        for sd, name, pp, pr, rc, dsig, esig in damaged:
+            if sd in candidates and not watched_unchanged(os.path.join(candidates[sd], name), SeenCursor(
+                    DAMAGED, False, bool(rc), dsig, esig, pp, pr, None), None, racy_before):
+                raise _Changed
+        for r in unsettled:
+            if r[6] in candidates and r[7] != DAMAGED and not watched_unchanged(
+                    os.path.join(candidates[r[6]], r[0]),
+                    SeenCursor(r[7], False, bool(r[8]), r[9], r[10], None, None, r[11]), r[5], racy_before):
+                raise _Changed
+        for sd in candidates:
+            s.unchanged += rows[sd][2]
+        s.skipped.extend(ScanProblem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in candidates)
     if open_:
-        _open_shards(con, h, open_, rows, s, racy_before, seal_before)
+        _open_shards(con, h, open_, rows, {r[0]: r[1:6] for r in unsettled}, s, racy_before, seal_before)
     for client in LOG_CLIENTS:
         _log_source(con, h, home, client)
 
 
 def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, str, bool]],
-                 rows: dict[str, tuple[str, bool, int]], s: IndexSummary, racy_before: int,
-                 seal_before: int) -> None:
+                 rows: dict[str, tuple[str, bool, int]], unsettled: dict[str, tuple], s: IndexSummary,
+                 racy_before: int, seal_before: int) -> None:
     from ledger.records.liveness import liveness
 
-    unsettled = {r[0]: r[1:] for r in con.execute(
-        "SELECT run_id, host, boot_id, launcher_pid, launcher_start_ticks, state FROM runs "
-        "WHERE home_id = ? AND settled = 0", (h,))}
     marks = ",".join("?" * len(open_))
-    by_shard: dict[str, dict[str, _Cursor]] = {}
+    by_shard: dict[str, dict[str, SeenCursor]] = {}
     for r in con.execute(
             "SELECT shard, run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig "
             f"FROM index_cursors WHERE home_id = ? AND shard IN ({marks})", (h, *(o[0] for o in open_))):
-        by_shard.setdefault(r[0], {})[r[1]] = _Cursor(*r[2:])
+        by_shard.setdefault(r[0], {})[r[1]] = SeenCursor(*r[2:])
     stat, lstat = os.stat, os.lstat
     for shard, spath, ssig, sracy in open_:
         cursors = by_shard.get(shard, {})
         sealed = not sracy
         n = 0
-        for name, path, link in _subdirs(spath):
+        for name, path, link in subdirs(spath):
             if not name.startswith(RUN_PREFIX):
                 continue
             try:
@@ -257,15 +229,14 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
             esig, emtime = None, 0
             if not link:
                 try:
-                    est = stat(path + "/events.jsonl")
+                    est = stat(path + EVENTS)
                     esig, emtime = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}", est.st_mtime_ns
                 except OSError:
                     pass
             racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
             quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
             cur = cursors.get(name)
-            if (cur is None or cur.racy or cur.dir_sig != dsig or cur.events_sig != esig
-                    or not (cur.status == DAMAGED or _files_unchanged(path, cur))):
+            if cur is None or not record_unchanged(path, cur, dsig, esig, link, False):
                 raise _Changed  # new, changed, or racy: a record to read
             if cur.settled:
                 s.unchanged += 1
@@ -275,12 +246,14 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
                 s.unchanged += 1
                 sealed = sealed and quiet
             else:
-                sealed = False
                 u = unsettled.get(name)
+                live = None
                 if u is not None:
                     pid, ticks = u[2], u[3]
-                    if liveness(u[0] or "", u[1], None if pid is None else {"pid": pid, "start_ticks": ticks}) != u[4]:
+                    live = liveness(u[0] or "", u[1], None if pid is None else {"pid": pid, "start_ticks": ticks})
+                    if live != u[4]:
                         raise _Changed  # its launcher is gone: running -> abandoned
+                sealed = sealed and quiet and seals(cur, live)
                 if racy:
                     raise _Changed
                 s.unchanged += 1

@@ -23,10 +23,12 @@ transaction** as the rows it produced:
   state falls back to liveness: abandoned / unknown) and carries that gap.
 - Unsettled runs whose files did not change only get their liveness re-checked
   (running -> abandoned when the launcher is gone).
-- Sealing (`index_shards`): a settled record quiet for SEAL_GRACE_NS is sealed; a shard
-  directory whose records are all sealed is not opened again while its own signature is
-  unchanged (a new or removed run changes it). A no-change pass over a settled history thus
-  stats ~256 shard directories, not every run.
+- Sealing (`index_shards`, the rule in sealing.py): a settled record quiet for SEAL_GRACE_NS
+  is sealed, and so are a damaged record and an abandoned one (its launcher gone for good);
+  a shard directory whose records are all sealed is not listed again while its own signature
+  is unchanged (a new or removed run changes it): its settled records are not stat'ed, its
+  damaged and abandoned ones still are (a later write to them opens the shard). A no-change
+  pass thus stats ~256 shard directories and the few never-settled or damaged runs.
 
 What a pass checks. A plain pass: every shard directory (stat); in each shard that is not
 sealed (or whose directory changed), every record's directory and events.jsonl (stat), and
@@ -365,8 +367,8 @@ class Indexer:
             if rows:
                 for k, v in rows.items():
                     out[k].extend(v)
-            if not settled:
-                w.sealable = False
+            if not settled:  # (sealable only if found abandoned: scan.RunScan.folded asks)
+                w.unsettled = True
             if prev is None:
                 s.new += 1
             elif w.racy and prev.dir_sig == w.dsig and prev.events_sig == w.esig and prev.status == "indexed":

@@ -8,7 +8,6 @@ with the record's cursor. Nothing here parses a record.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
@@ -17,9 +16,13 @@ import sqlalchemy as sa
 
 from ledger.index import copies
 from ledger.index.models import Attempt, IndexCursor, IndexShard, Run, RunSubject, ToolUse, UsageStream
+from ledger.index.sealing import (  # noqa: F401 - (re-exported: project.py, tests)
+    CONTEXT, DAMAGED, EVENTS, LINK_SIG, MANIFEST, TERMINAL, SeenCursor, file_sig, files_unchanged, prefix_sha,
+    record_unchanged, seals, shard_skipped, subdirs, watched, watched_unchanged,
+)
 from ledger.records import reader
 from ledger.records.ids import PREFIX
-from ledger.records.liveness import liveness
+from ledger.records.liveness import gone_for_good, liveness
 from ledger.records.model import ScanProblem
 from ledger.records.verdict import judge
 
@@ -27,12 +30,6 @@ if TYPE_CHECKING:
     from ledger.index.sources import PassContext
 
 PREFIX_BYTES = 4096
-LINK_SIG = "link:"  # dir_sig prefix of a symlink where a run directory should be (lstat()ed)
-MANIFEST = os.sep + reader.MANIFEST
-TERMINAL = os.sep + reader.TERMINAL
-CONTEXT = os.sep + reader.CONTEXT
-EVENTS = os.sep + reader.EVENTS
-_CONTEXT_REF = reader.CONTEXT + "="  # context_sig of a ref to context.json (the only valid one)
 SHARD_GROUP = 64  # shards whose cursors are loaded with one query
 
 runs_t = Run.__table__
@@ -47,77 +44,14 @@ def sig(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
 
 
-def file_sig(path: str) -> str:
-    try:
-        return sig(os.lstat(path))
-    except OSError:
-        return "-"
-
-
-def prefix_sha(path: str, n: int) -> str | None:
-    """sha256 of the first `n` bytes of a file (None: nothing to hash; `-`: unreadable)."""
-    if n <= 0:
-        return None
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read(n)).hexdigest()
-    except OSError:
-        return "-"
-
-
 def files_sig(msig: str, tsig: str, tvalid: bool) -> str:
     """index_cursors.files_sig: manifest.json and terminal.json signatures (`-`: absent), and
     whether the receipt was valid: `size:mtime:ino|size:mtime:ino|1`."""
     return f"{msig}|{tsig}|{1 if tvalid else 0}"
 
 
-class SeenCursor(NamedTuple):
-    """The light index_cursors row a pass compares a record's signatures with (the last
-    three only loaded by --full)."""
-
-    status: str
-    settled: bool
-    racy: bool
-    dir_sig: str
-    events_sig: str | None
-    problem_path: str | None
-    problem: str | None
-    files_sig: str | None
-    context_sig: str | None = None
-    prefix_len: int = 0
-    prefix_sha256: str | None = None
-
-
 _SEEN_COLS = "run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig"
 _SEEN_FULL_COLS = ", context_sig, prefix_len, prefix_sha256"
-
-
-def files_unchanged(path: str, cur: SeenCursor, full: bool) -> bool:
-    """Whether the files of an indexed record that the directory / events.jsonl signatures do
-    not cover are as the cursor saw them: manifest.json and (of a settled run) terminal.json
-    overwritten in place (stat signatures; a replaced or deleted file changes the directory);
-    with `full` also context.json (signature) and events.jsonl's first bytes (prefix hash: an
-    in-place edit that kept the size and the mtime). Hot path of a pass over open shards."""
-    fs = cur.files_sig
-    if fs is None:  # a cursor from before files were signed: trusted, except by --full
-        return not full
-    try:
-        st = os.lstat(path + MANIFEST)
-        if not fs.startswith(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|"):
-            return False
-        if cur.settled:  # settled: the receipt was there
-            st = os.lstat(path + TERMINAL)
-            if f"|{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|" not in fs:
-                return False
-    except OSError:
-        return False
-    if full:
-        cs = cur.context_sig
-        if cs and cs.startswith(_CONTEXT_REF) and not cs.startswith(f"{_CONTEXT_REF}{file_sig(path + CONTEXT)}/"):
-            return False
-        if cur.prefix_len and prefix_sha(path + EVENTS, cur.prefix_len) != cur.prefix_sha256:
-            return False
-    return True
 
 
 def launcher_dict(pid: int | None, ticks: int | None) -> dict[str, Any] | None:
@@ -140,13 +74,15 @@ class Work:
     cur: SeenCursor | None
     racy: bool
     shard: str
-    sealable: bool  # quiet for SEAL_GRACE; cleared unless the record turns out settled (or damaged)
+    sealable: bool  # quiet for SEAL_GRACE; cleared when the read finds it racy
     verify: bool = False  # --full: an unchanged events.jsonl signature is not trusted (prefix re-hashed)
+    # read and not settled (set by the indexer): sealable only if its launcher is gone for good
+    unsettled: bool = False
 
     def __reduce__(self) -> tuple:
         # sent to the workers as a plain tuple: pickling dataclass state cost ~10 us per record
         return (Work, (self.path, self.name, self.dsig, self.esig, self.esize, self.eino, self.cur, self.racy,
-                       self.shard, self.sealable, self.verify))
+                       self.shard, self.sealable, self.verify, self.unsettled))
 
 
 class ShardRow(NamedTuple):
@@ -185,18 +121,6 @@ class UnsettledRun(NamedTuple):
     state: str
 
 
-def subdirs(path: str, sort: bool = True) -> list[tuple[str, str, bool]]:
-    """(name, path, is_symlink) of the directories and symlinks in `path`; `.`-names skipped
-    (reader.iter_run_entries' rules). A symlink is listed as a problem, never followed."""
-    try:
-        with os.scandir(path) as it:
-            out = [(e.name, e.path, e.is_symlink()) for e in it
-                   if e.name[0] != "." and (e.is_dir(follow_symlinks=False) or e.is_symlink())]
-    except OSError:
-        return []
-    return sorted(out) if sort else out
-
-
 def delete_runs(conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
     for t in CHILD_TABLES + (runs_t,) + ((cursors_t,) if with_cursors else ()):
         conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(names)))
@@ -227,9 +151,9 @@ class RunScan:
                 self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in conn.execute(sa.text(
                     "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = :h"), {"h": home_id})}
         shard_rows = self.shard_rows
-        # 1. shard directories: a sealed shard whose directory did not change is not opened
+        # 1. shard directories: a sealed shard whose directory did not change is not listed
         scan: list[ShardScan] = []
-        skipped: list[str] = []
+        candidates: dict[str, ShardScan] = {}  # sealed and unchanged: skipped unless a watched record changed
         for shard, spath, link in subdirs(os.path.join(ctx.home, "runs")):
             if link:  # listed on every pass (the listing is made anyway); its runs are not in the home
                 s.skipped.append(ScanProblem(spath, reader.SYMLINK_REASON))
@@ -241,24 +165,47 @@ class RunScan:
             ssig = f"{sst.st_mtime_ns}:{sst.st_ino}"
             sracy = sst.st_mtime_ns >= racy_before
             row = shard_rows.get(shard)
-            if not full and row is not None and row.sealed and row.dir_sig == ssig and not sracy:
-                skipped.append(shard)
-                s.unchanged += row.runs
+            if row is not None and shard_skipped(full, row.sealed, row.dir_sig, ssig, sracy):
+                candidates[shard] = ShardScan(shard, spath, ssig, sracy)
             else:
                 scan.append(ShardScan(shard, spath, ssig, sracy))
-        on_disk = {x.shard for x in scan}.union(skipped)
+        on_disk = {x.shard for x in scan}.union(candidates)
         gone_shards = [sd for sd in shard_rows if sd not in on_disk]
         unsettled: dict[str, UnsettledRun] = {}
+        skipped: list[str] = []
         if not ctx.fresh:
+            damaged: list[Any] = []
             with ctx.txn():
-                if skipped:  # damaged records of sealed shards are still listed on every pass
-                    skipped_set = set(skipped)
-                    s.skipped.extend(ScanProblem(pp, pr) for sd, pp, pr in conn.execute(
-                        sa.select(c.shard, c.problem_path, c.problem)
-                        .where(c.home_id == home_id, c.status == "damaged").order_by(c.run_id)) if sd in skipped_set)
-                unsettled = {row[0]: UnsettledRun(*row[1:]) for row in conn.execute(
-                    sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state)
-                    .where(r.home_id == home_id, r.settled == sa.false()))}
+                if candidates:  # damaged records of sealed shards are still listed on every pass
+                    damaged = conn.execute(
+                        sa.select(c.shard, c.run_id, c.problem_path, c.problem, c.racy, c.dir_sig, c.events_sig)
+                        .where(c.home_id == home_id, c.status == DAMAGED).order_by(c.run_id)).fetchall()
+                found = conn.execute(
+                    sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state,
+                              c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig)
+                    .select_from(runs_t.join(cursors_t, sa.and_(c.home_id == r.home_id, c.run_id == r.run_id)))
+                    .where(r.home_id == home_id, r.settled == sa.false())).fetchall()
+            unsettled = {row[0]: UnsettledRun(*row[1:6]) for row in found}
+            if candidates:
+                # the damaged and abandoned records of a sealed shard are still stat()ed (sealing.py):
+                # one that changed opens its shard
+                watch = [(sd, name, SeenCursor(DAMAGED, False, bool(rc), dsig, esig, pp, pr, None), None)
+                         for sd, name, pp, pr, rc, dsig, esig in damaged if sd in candidates]
+                watch += [(row[6], row[0], SeenCursor(row[7], False, bool(row[8]), row[9], row[10], None, None,
+                                                      row[11]), row[5])
+                          for row in found if row[6] in candidates and row[7] != DAMAGED]
+                opened: set[str] = set()
+                for sd, name, cur, st in watch:
+                    if sd not in opened and not watched_unchanged(os.path.join(candidates[sd].path, name), cur, st,
+                                                                  racy_before):
+                        opened.add(sd)
+                if opened:
+                    scan = sorted(scan + [candidates[sd] for sd in opened])
+                skipped = [sd for sd in candidates if sd not in opened]
+                for sd in skipped:
+                    s.unchanged += shard_rows[sd].runs
+                skipped_set = set(skipped)
+                s.skipped.extend(ScanProblem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in skipped_set)
         if gone_shards:
             with ctx.txn():
                 copies.release(conn, home_id, sa.select(c.run_id).where(c.home_id == home_id,
@@ -308,20 +255,19 @@ class RunScan:
                     racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
                     quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
                     cur = cursors.get(name)
-                    if cur is not None and not cur.racy and cur.dir_sig == dsig and cur.events_sig == esig and (
-                            (not full or link) if cur.status == "damaged" else files_unchanged(path, cur, full)):
-                        # (--full re-reads every damaged record: it may have been repaired in place)
+                    if record_unchanged(path, cur, dsig, esig, link, full):
                         if cur.settled:  # settled and unchanged
                             s.unchanged += 1
                             state.sealed = state.sealed and quiet
                             continue
-                        if cur.status == "damaged":
+                        if cur.status == DAMAGED:
                             s.skipped.append(ScanProblem(cur.problem_path, cur.problem))
                             s.unchanged += 1
                             state.sealed = state.sealed and quiet
                             continue
-                        state.sealed = False  # unsettled: only its liveness may have changed
+                        # unsettled: only its liveness may have changed
                         u = unsettled.get(name)
+                        live = None
                         if u is not None:
                             live = liveness(u.host or "", u.boot_id, launcher_dict(u.launcher_pid,
                                                                                   u.launcher_start_ticks))
@@ -330,6 +276,8 @@ class RunScan:
                                 v = judge(state=live, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
                                 relive.append({"h": home_id, "r": name, "state": live, "ok": v.ok,
                                                "ek": v.error_kind, "ed": v.error_detail})
+                        # (a launcher gone for good: sealed with what is known, its files still watched)
+                        state.sealed = state.sealed and quiet and seals(cur, live)
                         if not racy:
                             s.unchanged += 1
                             continue
@@ -343,10 +291,22 @@ class RunScan:
                 self.removed_any = True
 
     def folded(self, batch: list[Work]) -> None:
-        """A batch was written: a shard holding a record that may still change is not sealed."""
+        """A batch was written: a shard holding a record that may still change is not sealed (an
+        unsettled record read now seals only if it was found abandoned: sealing.seals)."""
+        ask: list[Work] = []
         for w in batch:
             if not w.sealable:
                 self.shard_state[w.shard].sealed = False
+            elif w.unsettled:
+                ask.append(w)
+        if ask:
+            r = runs_t.c
+            with self.ctx.txn():
+                states = dict(self.ctx.conn.execute(sa.select(r.run_id, r.state).where(
+                    r.home_id == self.ctx.home_id, r.run_id.in_([w.name for w in ask]), r.settled == sa.false())).all())
+            for w in ask:
+                if not gone_for_good(states.get(w.name) or ""):
+                    self.shard_state[w.shard].sealed = False
 
     def settle(self) -> bool:
         """After the last batch: store the liveness changes of unchanged unsettled runs and work

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from functools import lru_cache
 from typing import Any
 
@@ -19,6 +18,8 @@ def boot_id() -> str | None:
 
 @lru_cache(maxsize=1)
 def hostname() -> str:
+    import socket  # (~10 ms: only when an unsettled run is judged)
+
     return socket.gethostname()
 
 
@@ -39,6 +40,18 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
+ABANDONED = "abandoned"
+
+
+def gone_for_good(state: str) -> bool:
+    """Whether a liveness verdict is final. An abandoned run's launcher is gone for good (this
+    machine booted since, its pid is dead, or the pid is now another process's): nothing will
+    settle or extend the run but a change to its files, so the index need not ask again
+    (ledger.index.sealing). `running` may end any moment; `unknown` (another host's run) is
+    not this machine's to judge."""
+    return state == ABANDONED
+
+
 def launcher_identity() -> dict[str, Any]:
     pid = os.getpid()
     return {"pid": pid, "start_ticks": process_start_ticks(pid)}
@@ -54,13 +67,13 @@ def liveness(host: str | None, run_boot_id: str | None, launcher: dict[str, Any]
         return "unknown"
     current_boot = boot_id()
     if run_boot_id and current_boot and run_boot_id != current_boot:
-        return "abandoned"
+        return ABANDONED
     pid = launcher.get("pid") if isinstance(launcher, dict) else None
     if type(pid) is not int or pid <= 0:
         return "unknown"
     ticks = process_start_ticks(pid)
     if ticks is None:
-        return "abandoned"
+        return ABANDONED
     if launcher.get("start_ticks") is not None and ticks != launcher.get("start_ticks"):
-        return "abandoned"
+        return ABANDONED
     return "running"

@@ -1,0 +1,175 @@
+"""What a pass looks at, and when a shard is sealed: the rule scan.py applies and fresh.py mirrors.
+
+Both the index pass (ledger.index.scan, with SQLAlchemy) and the no-change check run before
+the heavy imports (ledger.index.fresh, sqlite3 and os.stat only) decide with these functions,
+so that the check can never answer "unchanged" where the pass would find something. Pure:
+os.stat and strings, no SQLAlchemy, no record parsing.
+
+Signatures: a shard directory `mtime_ns:ino`; a run directory `mtime_ns:ino` (`link:` first
+for a symlink, lstat()ed, never followed); a file `size:mtime_ns:ino`.
+
+Sealing. A shard directory is sealed when every record in it is either
+- settled (terminal.json) and quiet for SEAL_GRACE, or
+- damaged (unreadable: its problem is recorded) and quiet, or
+- unsettled but abandoned: its launcher is gone for good (ledger.records.liveness: another
+  boot, a dead pid, the pid now another process's), and quiet.
+A pass does not list a sealed shard whose directory signature is unchanged (a run added or
+removed changes it) and does not stat its settled records. Its damaged and abandoned records
+("watched": what the index knows of them is what was known when the shard was sealed) still
+have their directory and events.jsonl stat()ed (and an abandoned run's manifest.json, as in
+an open shard), a few stats per such record: any change there (a damaged record repaired by
+replacing a file, an "abandoned" run written to after all) opens the shard and the pass reads
+the record again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import NamedTuple
+
+from ledger.records.liveness import gone_for_good
+
+LINK_SIG = "link:"  # dir_sig prefix of a symlink where a run directory should be (lstat()ed)
+RUN_PREFIX = "run_"  # ledger.records.ids.PREFIX
+DAMAGED = "damaged"  # index_cursors.status of an unreadable record
+MANIFEST = os.sep + "manifest.json"  # os.sep + ledger.records.reader.MANIFEST (and so on)
+TERMINAL = os.sep + "terminal.json"
+CONTEXT = os.sep + "context.json"
+EVENTS = os.sep + "events.jsonl"
+_CONTEXT_REF = "context.json="  # context_sig of a ref to context.json (the only valid one)
+
+
+class SeenCursor(NamedTuple):
+    """The light index_cursors row a pass compares a record's signatures with (the last
+    three only loaded by --full)."""
+
+    status: str
+    settled: bool
+    racy: bool
+    dir_sig: str | None
+    events_sig: str | None
+    problem_path: str | None
+    problem: str | None
+    files_sig: str | None
+    context_sig: str | None = None
+    prefix_len: int = 0
+    prefix_sha256: str | None = None
+
+
+def file_sig(path: str) -> str:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+
+def prefix_sha(path: str, n: int) -> str | None:
+    """sha256 of the first `n` bytes of a file (None: nothing to hash; `-`: unreadable)."""
+    if n <= 0:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read(n)).hexdigest()
+    except OSError:
+        return "-"
+
+
+def subdirs(path: str, sort: bool = True) -> list[tuple[str, str, bool]]:
+    """(name, path, is_symlink) of the directories and symlinks in `path`; `.`-names skipped
+    (reader.iter_run_entries' rules). A symlink is listed as a problem, never followed."""
+    try:
+        with os.scandir(path) as it:
+            out = [(e.name, e.path, e.is_symlink()) for e in it
+                   if e.name[0] != "." and (e.is_dir(follow_symlinks=False) or e.is_symlink())]
+    except OSError:
+        return []
+    if sort:
+        out.sort()
+    return out
+
+
+def shard_skipped(full: bool, sealed: bool | None, stored_sig: str | None, sig: str, racy: bool) -> bool:
+    """Whether a shard directory is not listed (its watched records aside): sealed by the last
+    pass, its signature unchanged and not racy, and not a --full pass."""
+    return not full and bool(sealed) and stored_sig == sig and not racy
+
+
+def files_unchanged(path: str, cur: SeenCursor, full: bool) -> bool:
+    """Whether the files of an indexed record that the directory / events.jsonl signatures do
+    not cover are as the cursor saw them: manifest.json and (of a settled run) terminal.json
+    overwritten in place (stat signatures; a replaced or deleted file changes the directory);
+    with `full` also context.json (signature) and events.jsonl's first bytes (prefix hash: an
+    in-place edit that kept the size and the mtime). Hot path of a pass over open shards."""
+    fs = cur.files_sig
+    if fs is None:  # a cursor from before files were signed: trusted, except by --full
+        return not full
+    try:
+        st = os.lstat(path + MANIFEST)
+        if not fs.startswith(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|"):
+            return False
+        if cur.settled:  # settled: the receipt was there
+            st = os.lstat(path + TERMINAL)
+            if f"|{st.st_size}:{st.st_mtime_ns}:{st.st_ino}|" not in fs:
+                return False
+    except OSError:
+        return False
+    if full:
+        cs = cur.context_sig
+        if cs and cs.startswith(_CONTEXT_REF) and not cs.startswith(f"{_CONTEXT_REF}{file_sig(path + CONTEXT)}/"):
+            return False
+        if cur.prefix_len and prefix_sha(path + EVENTS, cur.prefix_len) != cur.prefix_sha256:
+            return False
+    return True
+
+
+def record_unchanged(path: str, cur: SeenCursor | None, dsig: str, esig: str | None, link: bool, full: bool) -> bool:
+    """Whether a record needs no read: its cursor is not racy, its directory and events.jsonl
+    signatures are the cursor's and its other files too (a damaged record: only re-read by
+    --full, which re-reads every damaged record but a symlink: it may have been repaired in
+    place)."""
+    return (cur is not None and not cur.racy and cur.dir_sig == dsig and cur.events_sig == esig
+            and ((not full or link) if cur.status == DAMAGED else files_unchanged(path, cur, full)))
+
+
+def seals(cur: SeenCursor, live: str | None) -> bool:
+    """Whether an unchanged (and quiet) record lets its shard be sealed: settled, damaged, or
+    unsettled with its launcher gone for good (`live`: its liveness now; None: not judged,
+    e.g. a copy of another home's run). A running run, or one whose launcher this machine
+    cannot judge (another host's: `unknown`), keeps its shard open: it may still change and
+    its liveness is re-checked on every pass."""
+    return bool(cur.settled) or cur.status == DAMAGED or (live is not None and gone_for_good(live))
+
+
+def watched(settled: bool, status: str) -> bool:
+    """Whether a record of a sealed shard is still stat()ed on every pass (not settled: damaged
+    or abandoned). Settled records of a sealed shard are not."""
+    return not settled or status == DAMAGED
+
+
+def watched_unchanged(path: str, cur: SeenCursor, state: str | None, racy_before: int) -> bool:
+    """Whether a watched record of a sealed shard (`state`: its stored liveness state; None for
+    a damaged record) is as when the shard was sealed: the checks of an unchanged record in an
+    open shard (a plain pass). False: the shard is opened and the record read again."""
+    if cur.racy or not (cur.status == DAMAGED or (state is not None and gone_for_good(state))):
+        return False
+    link = cur.dir_sig is not None and cur.dir_sig.startswith(LINK_SIG)
+    try:
+        st = os.lstat(path) if link else os.stat(path)
+    except OSError:
+        return False
+    dsig = f"{LINK_SIG}{st.st_mtime_ns}:{st.st_ino}" if link else f"{st.st_mtime_ns}:{st.st_ino}"
+    if st.st_mtime_ns >= racy_before or dsig != cur.dir_sig:
+        return False
+    esig = None
+    if not link:
+        try:
+            est = os.stat(path + EVENTS)
+        except OSError:
+            pass
+        else:
+            if est.st_mtime_ns >= racy_before:
+                return False
+            esig = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}"
+    return record_unchanged(path, cur, dsig, esig, link, False)
