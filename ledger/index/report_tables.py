@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, SmallInteger, Text
+from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, LargeBinary, SmallInteger, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ledger.index.models import REPORT_VIEWS, Base  # noqa: F401 - REPORT_VIEWS re-exported
@@ -116,6 +116,13 @@ class ReportFact(Base):
         Index("ix_report_facts_home_id_run_id", "home_id", "run_id"),
         Index("ix_report_facts_settled_state", "settled", "state"),  # the sync's running runs
         Index("ix_report_facts_unpriced", "unpriced"),
+        # migration 0009: the sync recomputes a changed group of report_groups from its rows
+        Index("ix_report_facts_session", "session"),
+        Index("ix_report_facts_skill", "skill"),
+        # migration 0009: `report run --limit N` (cost auto) walks the most expensive runs in
+        # order: the fully known costs, and the known parts of the others
+        Index("ix_report_facts_run_cost_auto", "run_cost_auto"),
+        Index("ix_report_facts_run_cost_auto_partial", "run_cost_auto_partial"),
         {"sqlite_with_rowid": False},
     )
 
@@ -205,6 +212,36 @@ _measures(ReportSlot, RUN_MEASURES + MODEL_MEASURES)
 _measures(ReportDay, RUN_MEASURES + MODEL_MEASURES)
 
 
+# Group-by reports kept whole (migration 0009): every measure of RUN_MEASURES, the verdict
+# sums and (evaluation kinds) each group's runs' figures sorted, for the medians
+GROUP_KINDS = ("session", "skill")  # (report kind, report_facts column); the page's per-group reports
+GROUP_VERDICTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
+# the sorted figures of a group's runs (first rows), packed little-endian: costs as float64,
+# durations as int64 (ledger.report.sync.pack_values)
+GROUP_VALUES = (("values_cost_auto", "run_cost_auto"), ("values_cost_reported", "run_cost_reported"),
+                ("values_cost_estimated", "run_cost_estimated"), ("values_duration_ms", "duration_ms"))
+
+
+class ReportGroup(Base):
+    """Every run-level measure per session and per skill (`report session|skill` without
+    filters, the HTML page's top sessions and evaluation view), recomputed by the sync for
+    every group a changed run left or joined. A run without a session / skill is in the
+    group with `gnull` = 1 (gkey ''): a key column of a primary key cannot be NULL."""
+
+    __tablename__ = "report_groups"
+
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    gnull: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    gkey: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+_measures(ReportGroup, RUN_MEASURES)
+for _name in GROUP_VERDICTS:
+    setattr(ReportGroup, _name, mapped_column(BigInteger, nullable=True))
+for _name, _ in GROUP_VALUES:
+    setattr(ReportGroup, _name, mapped_column(LargeBinary, nullable=True))
+
+
 class ReportState(Base):
     """Key/value bookkeeping of the facts sync (`price_version`, `fact_runs`, `fact_rules`)."""
 
@@ -237,4 +274,4 @@ class ReportChange(Base):
 # the triggers that fill report_changes (created by migration 0007; the sync checks they exist)
 CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
 
-REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_state", "report_changes")
+REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_groups", "report_state", "report_changes")

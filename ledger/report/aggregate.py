@@ -34,7 +34,11 @@ TOTAL_PARTS = TOKENS[:4]
 COST_DIGITS = 10
 RATE_DIGITS = 6
 
-FACTS, SLOTS, DAYS = "report_facts", "report_slots", "report_days"
+FACTS, SLOTS, DAYS, GROUPS = "report_facts", "report_slots", "report_days", "report_groups"
+# report_groups' kinds, and those whose runs' figures it keeps sorted (ledger.index.report_tables
+# GROUP_KINDS, ledger.report.sync.VALUE_KINDS: tests/test_report_groups.py checks they agree)
+GROUP_KINDS = ("session", "skill")
+VALUE_KINDS = ("skill",)
 _KEY_COLUMNS = {"run": "run_id", "session": "session", "subject": "subject", "model": "run_model", "harness": "harness", "skill": "skill",
                 "repo": "repo", "host": "host", "home": "home_id"}
 
@@ -435,6 +439,129 @@ def _top_runs(q: ReportQuery, conds: list[Sql]) -> Sql:
                    tail=f" ORDER BY {', '.join(order)} LIMIT {min(int(q.limit or 0), 2**63 - 1)}")  # SQL integers end there
 
 
+def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> list[Sql]:
+    """`report run --limit N` (cost auto, no filter): a condition that keeps only the runs
+    whose known cost is at or past the N-th run's, read from the indexes on the run costs
+    (the fully known ones, and the known parts of the others) in their order. _top_runs then
+    orders those few as it would order them all. [] (every run is ranked) otherwise."""
+    n = int(q.limit or 0)
+    if conds or q.cost != "auto" or not 0 < n <= 10_000:
+        return []
+    f = FACTS
+    desc = resolved_order(q) == "desc"
+    way = " DESC" if desc else " ASC"
+    known: list[float] = []
+    for col, only in ((f"{f}.run_cost_auto", ""), (f"{f}.run_cost_auto_partial", f" AND {f}.run_cost_auto IS NULL")):
+        known += [v for (v,) in _rows(c, Sql(f"SELECT {col} FROM {f} WHERE {f}.first = 1 AND {col} IS NOT NULL{only} "
+                                             f"ORDER BY {col}{way} LIMIT {n}"))]
+    if len(known) < n:  # fewer known costs than places: the unknown ones are ranked too
+        return []
+    known.sort(reverse=desc)
+    bound, op = known[n - 1], (">=" if desc else "<=")
+    return [Sql(f"({f}.run_cost_auto {op} ? OR ({f}.run_cost_auto IS NULL AND {f}.run_cost_auto_partial {op} ?))",
+                (bound, bound))]
+
+
+def _group_key() -> str:
+    return f"CASE WHEN {GROUPS}.gnull = 1 THEN NULL ELSE {GROUPS}.gkey END"
+
+
+def _group_rank_stmt(q: ReportQuery) -> Sql:
+    """[key, the _RANK_FIELDS] of every group of q.kind in report_groups (one row each)."""
+    g = GROUPS
+    cols = {COST: f"run_cost_{q.cost}", PART: f"run_cost_{q.cost}_partial", IN: "input_tokens", OUT: "output_tokens",
+            CR: "cache_read_tokens", CW: "cache_write_tokens", RUNS: "runs"}
+    return _select([_group_key(), *(f"{g}.{cols[i]}" for i in _RANK_FIELDS)], g, [Sql(f"{g}.kind = ?", (q.kind,))])
+
+
+def _collect_groups(c: Conn, q: ReportQuery) -> _Collector:
+    """`report session|skill` without filters, range or --breakdown: report_groups holds
+    each group's measures whole (the sync recomputes the groups a change touched), and for
+    the evaluation view its runs' costs and durations sorted: the medians are read, not
+    computed. With --limit the groups are ranked as _collect_top ranks them, from one row
+    per group instead of every fact."""
+    g = GROUPS
+    col = _Collector(q)
+    kind = Sql(f"{g}.kind = ?", (q.kind,))
+    conds = [kind]
+    if q.limit is not None:
+        ranked = _rows(c, _ranked(q, _group_rank_stmt(q), totals=True))
+        keys = [row[1] for row in ranked if row[0] == 0]
+        conds.append(_or([_and([Sql(f"{g}.gnull = 0"), _key_in(f"{g}.gkey", [k for k in keys if k is not None])]),
+                          Sql(f"{g}.gnull = 1" if None in keys else "1 = 0")]))
+        totals = col.totals = Agg()
+        start, end = time_bounds(q)
+        totals.add(_rows(c, _totals_stmt(q, start, end, []))[0])
+        total = next(row for row in ranked if row[0] == 1)
+        totals.v[COST], totals.v[PART] = _num(total[2]), _num(total[3])
+        if q.evaluation:
+            totals.add_verdicts(_rows(c, _select([f"sum({g}.{n})" for n in VERDICT_FACTS], g, [kind]))[0], 0)
+    verdicts = [f"sum({g}.{n})" for n in VERDICT_FACTS] if q.evaluation else []
+    col.add(_rows(c, _select([_group_key(), *_run_aggregates(q, g), *verdicts], g, conds,
+                             [f"{g}.gnull", f"{g}.gkey"])))
+    if q.evaluation:
+        _group_medians(c, q, col, conds)
+    return col
+
+
+def _group_medians(c: Conn, q: ReportQuery, col: _Collector, conds: list[Sql]) -> None:
+    """The medians of the groups read, and of every run (the totals: each run is in exactly
+    one group), from report_groups' sorted figures (see _medians for the rule)."""
+    import array
+    import sys
+
+    g = GROUPS
+    figures: list[tuple[Any, Any, Any]] = []
+    for key, costs, durations in _rows(c, _select([_group_key(), f"{g}.values_cost_{q.cost}", f"{g}.values_duration_ms"],
+                                                  g, [Sql(f"{g}.kind = ?", (q.kind,))])):
+        a, b = array.array("d"), array.array("q")
+        a.frombytes(costs or b"")
+        b.frombytes(durations or b"")
+        if sys.byteorder != "little":  # pragma: no cover - (stored little-endian)
+            a.byteswap()
+            b.byteswap()
+        figures.append((key, a, b))
+    for key, a, b in figures:
+        agg = col.groups.get(key)
+        if agg is not None:
+            agg.medians = [_middle(a), _middle(b)]
+    col.total_medians = [_merged_middle([a for _, a, _ in figures]), _merged_middle([b for _, _, b in figures])]
+    col.medians_done = True
+
+
+def _merged_middle(sorted_lists: list[Any]) -> Any:
+    """_middle of the union of sorted sequences, without merging them."""
+    lists = [s for s in sorted_lists if len(s)]
+    n = sum(len(s) for s in lists)
+    if not n:
+        return None
+    h = n // 2
+    return _kth(lists, h) if n % 2 else (_kth(lists, h - 1) + _kth(lists, h)) / 2
+
+
+def _kth(lists: list[Any], k: int) -> Any:
+    """The k-th smallest value (from 0) of the union of sorted sequences: for each sequence,
+    a binary search for its first value that has more than k values at or below it (over all
+    sequences); the smallest of those is the answer."""
+    from bisect import bisect_right
+
+    def at_or_below(v: Any) -> int:
+        return sum(bisect_right(s, v) for s in lists)
+
+    best = None
+    for s in lists:
+        lo, hi = 0, len(s)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if at_or_below(s[mid]) > k:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo < len(s) and (best is None or s[lo] < best):
+            best = s[lo]
+    return best
+
+
 def _source(q: ReportQuery) -> str:
     """Which table answers `q`: a rollup when its dimensions cover the query, else the facts."""
     used = {k for k, v in q.filters.items() if v}
@@ -442,6 +569,9 @@ def _source(q: ReportQuery) -> str:
         return "slots"
     if q.kind in ("model", "harness") and used <= {"harness", "outcome"}:
         return "days"
+    if (q.kind in GROUP_KINDS and not used and q.since is None and q.until is None and not q.breakdown
+            and (not q.evaluation or q.kind in VALUE_KINDS)):
+        return "groups"
     return "facts"
 
 
@@ -457,6 +587,8 @@ class _Collector:
         self.n_extra = n_extra
         self.vbase = self.base + N_RUN + (N_MODEL if q.breakdown else 0)
         self.totals: Agg | None = None  # set when the groups' statement also summed the totals
+        self.medians_done = False  # the groups' medians are set, the totals' in total_medians (report_groups)
+        self.total_medians: list[Any] = [None, None]
 
     def add(self, rows: Iterable[Sequence[Any]], key_of: Any = None, model_of: Any = None) -> None:
         groups, base, mbase, breakdown = self.groups, self.base, self.base + N_RUN, self.q.breakdown
@@ -498,8 +630,10 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
         col = _collect_slots(c, q, start, end)
     elif source == "days":
         col = _collect_days(c, q, start, end)
+    elif source == "groups":
+        col = _collect_groups(c, q)
     else:
-        col = _collect_facts(c, q, conds)
+        col = _collect_facts(c, q, conds, fast=source != "facts")
     if col is None:  # a time report without data
         return _finish(q, {}, Agg(), c, conds, t0)
     groups = col.groups
@@ -514,7 +648,9 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     else:
         for agg in groups.values():
             totals.merge(agg)
-    if q.evaluation:
+    if q.evaluation and col.medians_done:
+        totals.medians = col.total_medians
+    elif q.evaluation:
         _medians(c, q, conds, groups, totals)
     return _finish(q, groups, totals, c, conds, t0, col.info)
 
@@ -657,11 +793,12 @@ def _run_extra() -> list[str]:
             f"max({f}.duration_ms)"]
 
 
-def _collect_facts(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector | None:
+def _collect_facts(c: Conn, q: ReportQuery, conds: list[Sql], fast: bool = True) -> _Collector | None:
     col = _Collector(q, n_extra=len(_run_extra()) if q.kind == "run" else 0)
     if q.kind == "run" and q.limit is not None:
         # the top N runs first (one ordered scan of the first rows), then only their rows
-        keys = [tuple(k) for k in _rows(c, _top_runs(q, conds))]
+        bound = _top_run_bound(c, q, conds) if fast else []
+        keys = [tuple(k) for k in _rows(c, _top_runs(q, conds + bound))]
         if keys:
             col.add(_rows(c, _facts_stmt(q, [keys_in(keys)])))
         return col

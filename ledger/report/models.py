@@ -5,6 +5,9 @@ the report (the layers in pyproject.toml)."""
 from ledger.index.report_tables import (  # noqa: F401 - re-exported
     CHANGE_TRIGGERS,
     ESTIMATED,
+    GROUP_KINDS,
+    GROUP_VALUES,
+    GROUP_VERDICTS,
     MIXED,
     MODEL_MEASURES,
     REPORTED,
@@ -14,6 +17,7 @@ from ledger.index.report_tables import (  # noqa: F401 - re-exported
     ReportChange,
     ReportDay,
     ReportFact,
+    ReportGroup,
     ReportSlot,
     ReportState,
     SLOT_SECONDS,

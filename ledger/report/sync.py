@@ -39,8 +39,8 @@ from ledger.report.buckets import epoch
 from ledger.records.costbasis import receipt_cost
 from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known
 from ledger.report.models import (
-    CHANGE_TRIGGERS, ESTIMATED, MODEL_MEASURES, REPORTED, RUN_MEASURES, SLOT_SECONDS, ReportChange, ReportDay,
-    ReportFact, ReportSlot, ReportState,
+    CHANGE_TRIGGERS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MODEL_MEASURES, REPORTED, RUN_MEASURES,
+    SLOT_SECONDS, ReportChange, ReportDay, ReportFact, ReportGroup, ReportSlot, ReportState,
 )
 
 BATCH = 1000
@@ -56,6 +56,7 @@ facts_t = ReportFact.__table__
 slots_t = ReportSlot.__table__
 days_t = ReportDay.__table__
 state_t = ReportState.__table__
+groups_t = ReportGroup.__table__
 changes_t = ReportChange.__table__
 SLOTS_PER_DAY = 86400 // SLOT_SECONDS
 
@@ -98,6 +99,8 @@ def _default_estimator() -> Estimator:
 COMMAND_HARNESS = "command"
 # bumped when the facts' rules change (2: plain commands have no cost piece): a full rebuild
 FACT_RULES = "2"
+# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole
+GROUP_RULES = "1"
 
 
 def _price_version() -> str:
@@ -121,6 +124,8 @@ class FactBuilder:
         self.estimate = estimator
         self.stats = stats
         self._memo: dict[tuple, tuple[float | None, str | None]] = {}
+        # the report_groups groups a rebuilt run left or joined: (kind, key)
+        self.groups: set[tuple[str, str | None]] = set()
 
     def _estimate(self, provider: str | None, model: str | None, counters: dict[str, Any]) -> tuple[float | None, str | None]:
         key = (provider, model) + tuple(counters.get(n) for n in COUNTER_COLUMNS)
@@ -351,20 +356,25 @@ def _load_subjects(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int
     return out
 
 
-def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int]
+def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int],
+                 groups: set[tuple[str, str | None]] | None = None
                  ) -> dict[tuple[int, str], dict[tuple[int, str], tuple[int, float | None, str | None, float | None]]]:
     """The estimates the facts of `keys` hold (all priced with the current price data: a
-    new price version rebuilds everything); adds their slots to `touched`."""
+    new price version rebuilds everything); adds their slots to `touched` and the groups
+    they are in to `groups`."""
     out: dict[tuple[int, str], dict[tuple[int, str], tuple[int, float | None, str | None, float | None]]] = {}
     if not keys:
         return out
     f = facts_t.c
     q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced,
-                  f.cost_estimated_partial, f.slot).where(keys_in(f.home_id, f.run_id, keys))
+                  f.cost_estimated_partial, f.slot, *(f[k] for k in GROUP_KINDS)).where(
+        keys_in(f.home_id, f.run_id, keys))
     for r in conn.execute(q):
         out.setdefault((r.home_id, r.run_id), {})[(r.slot, r.model_key)] = (
             r.usage_fingerprint, r.cost_estimated, r.unpriced, r.cost_estimated_partial)
         touched.add(r.slot)
+        if groups is not None:
+            groups.update((k, r._mapping[k]) for k in GROUP_KINDS)
     return out
 
 
@@ -385,6 +395,7 @@ def _write(conn: Any, builder: FactBuilder, runs: Sequence[Any],
         k = (run.home_id, run.run_id)
         rows.extend(builder.rows(run, streams.get(k, ()), cached.get(k, {}), subjects.get(k, ())))
     touched.update(r["slot"] for r in rows)
+    builder.groups.update((k, r[k]) for r in rows for k in GROUP_KINDS)
     builder.stats.rebuilt += len(runs)
     if rows:
         conn.execute(sa.insert(facts_t), rows)
@@ -396,7 +407,7 @@ def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], t
     for i in range(0, len(keys), BATCH):
         chunk = list(keys[i:i + BATCH])
         runs = _load_runs(conn, chunk)
-        cached = _load_cached(conn, chunk, touched)
+        cached = _load_cached(conn, chunk, touched, builder.groups)
         builder.stats.removed += len(chunk) - len(runs)
         builder.stats.fact_runs_delta += len(runs) - len(cached)
         _delete_facts(conn, chunk)
@@ -445,6 +456,78 @@ def refresh_rollups(conn: Any, slots: set[int] | None) -> None:
     for d in sorted({s // SLOTS_PER_DAY for s in ordered}):
         conn.execute(sa.delete(days_t).where(days_t.c.day == d))
         insert_days([f.slot >= d * SLOTS_PER_DAY, f.slot < (d + 1) * SLOTS_PER_DAY])  # a PK range
+
+
+def _group_select(kind: str, where: list[Any]) -> Any:
+    """[kind, gnull, gkey, RUN_MEASURES..., verdict sums] of report_facts grouped by `kind`'s
+    column (the same sums a report's GROUP BY makes)."""
+    f = facts_t.c
+    col = f[kind]
+    measures = _rollup_select(RUN_MEASURES, [], where).selected_columns
+    return sa.select(sa.literal(kind).label("kind"),
+                     sa.case((col.is_(None), 1), else_=0).label("gnull"),
+                     sa.func.coalesce(col, "").label("gkey"), *measures,
+                     *(sa.func.sum(f[n]).label(n) for n in GROUP_VERDICTS)).where(*where).group_by(col)
+
+
+GROUP_COLUMNS = (["kind", "gnull", "gkey"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS))
+VALUE_KINDS = ("skill",)  # the evaluation kinds among GROUP_KINDS: their runs' figures are kept sorted
+
+
+def pack_values(values: list[Any], integer: bool) -> bytes:
+    """Sorted figures as little-endian int64 (durations) or float64 (costs)."""
+    import array
+    import sys
+
+    a = array.array("q" if integer else "d", sorted(values))
+    if sys.byteorder != "little":  # pragma: no cover - every machine here is little-endian
+        a.byteswap()
+    return a.tobytes()
+
+
+def _refresh_values(conn: Any, kind: str, where: list[Any]) -> None:
+    """The sorted figures (GROUP_VALUES) of the groups of `kind` whose rows match `where`."""
+    f = facts_t.c
+    col = f[kind]
+    per_group: dict[Any, list[list[Any]]] = {}
+    src = [f[c] for _, c in GROUP_VALUES]
+    for row in conn.execute(sa.select(col, *src).where(f.first == 1, *where)):
+        lists = per_group.get(row[0])
+        if lists is None:
+            lists = per_group[row[0]] = [[] for _ in GROUP_VALUES]
+        for i, v in enumerate(row[1:]):
+            if v is not None:
+                lists[i].append(v)
+    g = groups_t.c
+    for key, lists in per_group.items():
+        values = {name: pack_values(lists[i], name == "values_duration_ms") for i, (name, _) in enumerate(GROUP_VALUES)}
+        conn.execute(sa.update(groups_t).where(g.kind == kind, g.gnull == (1 if key is None else 0),
+                                               g.gkey == ("" if key is None else key)).values(**values))
+
+
+def refresh_groups(conn: Any, groups: set[tuple[str, str | None]] | None) -> None:
+    """Recompute the report_groups rows of `groups` ((kind, key); None: all) from the facts."""
+    g = groups_t.c
+    if groups is None:
+        conn.execute(sa.delete(groups_t))
+        for kind in GROUP_KINDS:
+            conn.execute(sa.insert(groups_t).from_select(GROUP_COLUMNS, _group_select(kind, [])))
+            if kind in VALUE_KINDS:
+                _refresh_values(conn, kind, [])
+        return
+    f = facts_t.c
+    for kind in GROUP_KINDS:
+        keys = sorted(k for knd, k in groups if knd == kind and k is not None)
+        wheres = [[f[kind].in_(keys[i:i + BATCH])] for i in range(0, len(keys), BATCH)]
+        if (kind, None) in groups:
+            wheres.append([f[kind].is_(None)])
+            conn.execute(sa.delete(groups_t).where(g.kind == kind, g.gnull == 1))
+        for i in range(0, len(keys), BATCH):
+            conn.execute(sa.delete(groups_t).where(g.kind == kind, g.gnull == 0, g.gkey.in_(keys[i:i + BATCH])))
+        for where in wheres:
+            conn.execute(sa.insert(groups_t).from_select(GROUP_COLUMNS, _group_select(kind, where)))
+            if kind in VALUE_KINDS:
+                _refresh_values(conn, kind, where)
 
 
 NOTIFY_AT = 10_000  # a full sync of more runs than this says so on stderr (it takes a while)
@@ -588,7 +671,11 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         refresh_rollups(conn, None)
     elif touched:
         refresh_rollups(conn, touched)
-    new_state = {"price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES}
+    if stats.full or state.get("group_rules") != GROUP_RULES:
+        refresh_groups(conn, None)
+    elif builder.groups:
+        refresh_groups(conn, builder.groups)
+    new_state = {"price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES, "group_rules": GROUP_RULES}
     if {k: state.get(k) for k in new_state} != new_state:
         _set_state(conn, new_state)
     stats.seconds = time.perf_counter() - t0

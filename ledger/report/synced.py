@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-# ledger.report.sync.FACT_RULES and ledger.index.report_tables.CHANGE_TRIGGERS (both import
+# ledger.report.sync.FACT_RULES / GROUP_RULES and ledger.index.report_tables.CHANGE_TRIGGERS (both import
 # SQLAlchemy; the test checks these agree)
 FACT_RULES = "2"
+GROUP_RULES = "1"  # ledger.report.sync.GROUP_RULES
 CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
 
 
@@ -31,7 +32,7 @@ def facts_current(c: Any) -> bool:
     state = dict(c.rows("SELECT key, value FROM report_state"))
     fact_runs = state.get("fact_runs")
     if (state.get("price_version") != price_data_version() or fact_runs is None
-            or state.get("fact_rules") != FACT_RULES):
+            or state.get("fact_rules") != FACT_RULES or state.get("group_rules") != GROUP_RULES):
         return False
     if c.one("SELECT 1 FROM report_changes LIMIT 1") is not None:  # runs written since the last sync
         return False
