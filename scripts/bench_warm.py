@@ -12,7 +12,14 @@ Typer, Click) in the same run, wall time of the real console script, output to a
   real writer (and left 0.2 s, past the racy window), so that command's pass has it to index
   (and a report, its facts to sync).
 
-Prints a Markdown table; `--write-docs` replaces the "Warm reads" section of docs/benchmarks.md.
+- `--first-report` (issue 10's acceptance at 100,000 runs): the index deleted, a cold `ledger
+  index`, then the first `ledger report` (its facts synced from nothing), in `--cold-rounds`
+  rounds; then the no-change `ledger index` and later `ledger report`s against `ledger --help`
+  in interleaved rounds. Prints the acceptance lines (wall and CPU, load average before and
+  after each part).
+
+Prints a Markdown table; `--write-docs` replaces the "Warm reads" section of docs/benchmarks.md
+(with `--first-report`: only its "### Acceptance at N runs" subsection).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -168,6 +176,122 @@ def measure(home: Path, repeat: int) -> dict[str, dict[str, list[tuple[float, fl
     return {"same": same, "new": new}
 
 
+def clone(home: Path, n: int, seed: int = 13) -> None:
+    """Add N settled runs as byte copies of the settled runs already in `home` (recorded with
+    the real writer), each under a fresh id (manifest's run_id and the provider session id
+    rewritten; nothing fsync'ed): a 100,000-run home in minutes instead of hours."""
+    import re
+    import uuid
+
+    rnd = random.Random(seed)
+    templates = [p for p in sorted((home / "runs").glob("*/run_*")) if (p / "terminal.json").exists()]
+    if not templates:
+        raise SystemExit("clone: no settled run to copy")
+    sess = re.compile(rb'"sess-[^"]*"')
+    loaded = []
+    for t in templates:
+        files = {f.name: f.read_bytes() for f in t.iterdir() if f.is_file()}
+        loaded.append((t.name.encode(), files))
+    for i in range(n):
+        old, files = loaded[i % len(loaded)]
+        rid = "run_" + uuid.UUID(int=rnd.getrandbits(128), version=4).hex
+        d = home / "runs" / rid[4:6] / rid
+        d.parent.mkdir(mode=0o700, exist_ok=True)
+        d.mkdir(mode=0o700)
+        new_sess = f'"sess-c{i}"'.encode()
+        for name, data in files.items():
+            if name == "manifest.json":
+                data = data.replace(old, rid.encode())
+            elif name in ("events.jsonl", "provider-session.json"):
+                data = sess.sub(new_sess, data)
+            fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def first_report(home: Path, n: int, unsettled: float, damaged: float, cold_rounds: int, repeat: int,
+                 templates: int = 0) -> dict:
+    """Issue 10's acceptance at N runs: cold index + first report (index deleted each round),
+    then no-change index and later reports against --help in interleaved rounds. `templates`:
+    only that many settled runs recorded with the writer, the others cloned from them."""
+    from bench_index import generate
+
+    if not (home / "runs").exists():
+        t = time.perf_counter()
+        settled = n - int(n * unsettled / 100) - int(n * damaged / 100)
+        generate(home, min(settled, templates) if templates else settled)
+        if templates and settled > templates:
+            clone(home, settled - templates)
+        if unsettled or damaged:
+            subprocess.run([sys.executable, "-c", f"import sys; sys.path[:0] = {[str(ROOT), str(Path(__file__).parent)]!r}; "
+                            f"from bench_warm import mix; from pathlib import Path; "
+                            f"mix(Path({str(home)!r}), {n}, {unsettled}, {damaged})"], check=True)
+        print(f"generated {n} runs in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+        age(home / "runs")
+    env, ledger = _env(home), _ledger()
+    out: dict = {"cold": [], "first": [], "load": {}}
+    out["load"]["cold_before"] = _load()
+    for _ in range(cold_rounds):
+        for p in home.glob("index.sqlite*"):
+            p.unlink()
+        out["cold"].append(_time(ledger + ["index"], env))
+        out["first"].append(_time(ledger + ["report"], env))
+        print(f"cold index {out['cold'][-1][0]:.2f}s, first report {out['first'][-1][0]:.2f}s "
+              f"(load {_load()})", file=sys.stderr)
+    out["load"]["cold_after"] = _load()
+    cmds = [("help", ["--help"]), ("index", ["index"]), ("report", ["report"]), ("report --json", ["report", "--json"])]
+    out["warm"] = {name: [] for name, _ in cmds}
+    out["load"]["warm_before"] = _load()
+    for _ in range(repeat):
+        for name, argv in cmds:
+            out["warm"][name].append(_time(ledger + argv, env))
+    out["load"]["warm_after"] = _load()
+    con = sqlite3.connect(home / "index.sqlite")
+    try:
+        out["shards"] = dict(con.execute("SELECT sealed, count(*) FROM index_shards GROUP BY sealed").fetchall())
+        out["states"] = dict(con.execute("SELECT state, count(*) FROM runs GROUP BY state").fetchall())
+        out["damaged"] = con.execute("SELECT count(*) FROM index_cursors WHERE status = 'damaged'").fetchone()[0]
+    finally:
+        con.close()
+    return out
+
+
+def render_acceptance(res: dict, n: int, unsettled: float, damaged: float) -> str:
+    def best(xs: list[tuple[float, float]]) -> tuple[float, float, float]:
+        return min(w for w, _ in xs), statistics.median(w for w, _ in xs), min(c for _, c in xs)
+
+    hw, _hm, hc = best(res["warm"]["help"])
+    mix_note = f" --unsettled {unsettled:g} --damaged {damaged:g}" if unsettled or damaged else ""
+    lines = [f"### Acceptance at {n:,} runs", "",
+             f"`python scripts/bench.py warm --runs {n}{mix_note} --first-report`: {res['states'].get('abandoned', 0):,} "
+             f"runs never settled (launcher gone: abandoned), {res['damaged']:,} unreadable records; after the passes "
+             f"{res['shards'].get(1, 0)} shards sealed, {res['shards'].get(0, 0)} open. Load average (1/5/15 min) "
+             f"{res['load']['cold_before']} before the cold rounds, {res['load']['cold_after']} after; "
+             f"{res['load']['warm_before']} before the warm rounds, {res['load']['warm_after']} after. Best wall time "
+             "(median in brackets) and best CPU time (user + system) of the rounds.", "",
+             "| line | wall | CPU | budget | |", "|---|---|---|---|---|",
+             f"| `ledger --help` | {hw * 1000:.0f} ms ({_hm * 1000:.0f}) | {hc * 1000:.0f} ms | | |"]
+    cw, cm, cc = best(res["cold"])
+    lines.append(f"| cold `ledger index` (no index) | {cw:.1f} s ({cm:.1f}) | {cc:.1f} s | | |")
+    fw, fm, fc = best(res["first"])
+    ok = min(fw, fc) < 5.0
+    lines.append(f"| first `ledger report` after it | {fw:.2f} s ({fm:.2f}) | {fc:.2f} s | < 5 s | "
+                 f"{'ok' if ok else 'NOT MET'} |")
+    for name, label in (("index", "no-change `ledger index`"), ("report", "later `ledger report`"),
+                        ("report --json", "later `ledger report --json`")):
+        w, m, c = best(res["warm"][name])
+        r = min(w / hw, c / hc)
+        lines.append(f"| {label} | {w * 1000:.0f} ms ({m * 1000:.0f}) = {w / hw:.2f}x | {c * 1000:.0f} ms = "
+                     f"{c / hc:.2f}x | <= 2x | {'ok' if r <= 2.0 else 'NOT MET'} |")
+    return "\n".join(lines) + "\n"
+
+
 def measure_instructions(home: Path) -> dict[str, dict[str, int]]:
     """Each command once under callgrind: nothing changed, then after one new run."""
     env, ledger = _env(home), _ledger()
@@ -224,8 +348,24 @@ def render(res: dict[str, dict[str, list[tuple[float, float]]]], n: int, note: s
     return "\n".join(lines)
 
 
-def write_docs(section: str) -> None:
+def write_docs(section: str, sub: bool = False) -> None:
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
+    if sub:  # a "### ..." subsection of the Warm reads section (replaced, or added at its end)
+        head = section.split("\n", 1)[0]
+        if SECTION not in text:
+            text = text.rstrip("\n") + "\n\n" + SECTION + "\n"
+        start = text.index(SECTION)
+        end = text.find("\n## ", start + len(SECTION))
+        end = len(text) if end < 0 else end + 1
+        body = text[start:end]
+        if head in body:
+            a = body.index(head)
+            b = body.find("\n### ", a + len(head))
+            body = body[:a] + section + ("\n" + body[b + 1:] if b >= 0 else "")
+        else:
+            body = body.rstrip("\n") + "\n\n" + section
+        DOC.write_text(text[:start] + body.rstrip("\n") + "\n" + ("\n" + text[end:] if end < len(text) else ""))
+        return
     if SECTION in text:
         start = text.index(SECTION)
         nxt = text.find("\n## ", start + len(SECTION))
@@ -244,12 +384,24 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--damaged", type=float, default=0.0, help="percent of records unreadable")
     ap.add_argument("--instructions", action="store_true", help="also count each command's instructions (valgrind)")
     ap.add_argument("--checkout", type=Path, help="run this tree's code (python -m ledger), e.g. the code before a change")
+    ap.add_argument("--first-report", action="store_true",
+                    help="issue 10's acceptance lines: cold index, first report, then no-change index and later reports")
+    ap.add_argument("--cold-rounds", type=int, default=2, help="--first-report: cold index + first report rounds")
+    ap.add_argument("--templates", type=int, default=0,
+                    help="--first-report: record only this many settled runs with the writer, clone the rest")
     ap.add_argument("--write-docs", action="store_true", help="replace the Warm reads section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     global CHECKOUT
     CHECKOUT = args.checkout.resolve() if args.checkout else None
     base = args.keep or Path(tempfile.mkdtemp(prefix="ledger-bench-warm-"))
     home = base / "home"
+    if args.first_report:
+        section = render_acceptance(first_report(home, args.runs, args.unsettled, args.damaged, args.cold_rounds,
+                                                 args.repeat, args.templates), args.runs, args.unsettled, args.damaged)
+        print(section)
+        if args.write_docs:
+            write_docs(section, sub=True)
+        return 0
     prepare(home, args.runs, args.unsettled, args.damaged)
     ir = measure_instructions(home) if args.instructions else None  # (first: while every shard is sealed)
     res = measure(home, args.repeat)
