@@ -116,6 +116,11 @@ def test_page_draws_the_json_in_a_real_browser(runs, tmp_path, browser):
     assert o.requests == [page_path.as_uri()]
     assert o.js("window.__pwned") is None
     assert o.js("document.scripts.length") == 4  # data, the page's script, Plotly, the call
+    # Plotly started with only the trace types the page draws (html.only_traces)
+    assert sorted(o.js("Object.keys(Plotly.PlotSchema.get().traces)")) == ["bar", "scatter"]
+    # the charts were drawn one after the other, the cost chart first
+    drawn = o.js("['cost-chart', 'tokens-chart'].map(id => performance.getEntriesByName('ledger-drawn-' + id)[0].startTime)")
+    assert drawn[0] <= drawn[1]
     # the page's data is the JSON `ledger report --json` prints for the same queries
     doc = o.js("JSON.parse(document.getElementById('ledger-data').textContent)")
     assert doc["report"] == expected
@@ -336,3 +341,24 @@ def test_a_year_of_a_million_runs_is_written_fast_and_opens(tmp_path, browser):
     # their time: docs/report.md); generous on a shared machine
     assert painted < 2.0
     assert o.seconds < 10.0
+
+
+def test_plotly_registers_only_the_page_traces():
+    """The full bundle of the Python package, its start-up list cut to the bar trace's module;
+    a bundle this cannot read is inlined whole."""
+    import re
+
+    from plotly.offline import get_plotlyjs
+
+    from ledger.report.html import only_traces, plotly_js
+
+    full = get_plotlyjs()
+    calls = [m.group(1).split(",") for m in re.finditer(r"\.register\(\[([^\]]*)\]\)", full)]
+    kept = [m.group(1).split(",") for m in re.finditer(r"\.register\(\[([^\]]*)\]\)", plotly_js())]
+    assert len(calls) == len(kept) == 1 and len(calls[0]) > 40 and len(kept[0]) == 1
+    assert set(kept[0]) <= set(calls[0])
+    assert len(plotly_js()) == len(full) - len(",".join(calls[0])) + len(kept[0][0])
+    for odd in ("var Plotly={};", full.replace('moduleType:"trace",name:"bar"', 'moduleType:"trace",name:"barx"'),
+                full + ";R.register([a(),b()])"):  # (two start-up lists: which one?)
+        assert only_traces(odd, ("bar",)) == odd
+    assert only_traces(full, ("bar", "no-such-trace")) == full

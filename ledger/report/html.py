@@ -33,7 +33,53 @@ def plotly_js() -> str:
     except ImportError:
         raise LedgerError("the HTML report needs the Plotly charting library, which is not installed",
                           f"install it: {INSTALL_HINT}") from None
-    return get_plotlyjs()
+    return only_traces(get_plotlyjs(), PAGE_TRACES)
+
+
+# the trace types the page draws (scatter is Plotly's core, always there)
+PAGE_TRACES = ("bar",)
+
+
+def only_traces(js: str, keep: tuple[str, ...]) -> str:
+    """Plotly's bundle registering only the trace types `keep` at start-up.
+
+    The Python package ships the full bundle (4.8 MB, 47 trace types and components), and
+    registering every one of them is most of its start-up in the browser (measured in
+    Chromium: ~60 % of the script's time; parsing the text is the rest). Its modules are
+    lazy (esbuild: a module's code runs when first required), and the bundle's entry point
+    requires them all in one `register([...])` call: that list is cut to the modules of the
+    traces in `keep`. Found from the bundle's own text (each trace module declares
+    `moduleType:"trace",name:"..."`); any doubt, e.g. another Plotly's bundle, and the bundle
+    is returned whole, as it was."""
+    import re
+
+    call = list(re.finditer(r"\.register\(\[((?:[A-Za-z0-9_$]+\(\),)*[A-Za-z0-9_$]+\(\))\]\)", js))
+    if len(call) != 1:
+        return js
+    listed = [name[:-2] for name in call[0].group(1).split(",")]
+    # the module defining each trace: the last module definition before its declaration
+    defs = [(m.start(), m.group(1)) for m in re.finditer(r"var ([A-Za-z0-9_$]+)=([A-Za-z0-9_$]+)\(\(", js)]
+    starts = [d[0] for d in defs]
+    from bisect import bisect_right
+
+    wanted = set()
+    for trace in keep:
+        found = [m.start() for m in re.finditer(r'moduleType:"trace",name:"' + re.escape(trace) + '"', js)]
+        if len(found) != 1:
+            return js
+        i = bisect_right(starts, found[0]) - 1
+        if i < 0:
+            return js
+        wanted.add(defs[i][1])
+    kept = []
+    for name in listed:
+        # each listed module re-exports a trace module: `var NAME=W((a,b)=>{"use strict";b.exports=MOD()})`
+        m = re.search(r"var " + re.escape(name) + r'=[A-Za-z0-9_$]+\(\(([A-Za-z0-9_$]+),([A-Za-z0-9_$]+)\)=>\{"use strict";\2\.exports=([A-Za-z0-9_$]+)\(\)\}\)', js)
+        if m is not None and m.group(3) in wanted:
+            kept.append(name)
+    if len(kept) != len(keep):
+        return js
+    return js[:call[0].start(1)] + ",".join(f"{name}()" for name in kept) + js[call[0].end(1):]
 
 
 def write_report(home: str | Path, db: str | None, q: ReportQuery, path: str | Path,
@@ -376,20 +422,28 @@ _APP = r"""
       yaxis: {title: {text: ytitle}, rangemode: "tozero", automargin: true}});
     const config = {responsive: true, displaylogo: false};
     const charts = [["cost-chart", costTraces, "USD (known)"], ["tokens-chart", tokenTraces, "tokens"]];
-    for (const [id, traces, ytitle] of charts) {
-      Plotly.newPlot(id, traces, themed(layout(ytitle)), config);
-    }
+    const drawn = () => charts.filter(([id]) => document.getElementById(id).data);
     // the charts follow the reader's colour scheme, and the paper width when printed
     matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-      for (const [id] of charts) Plotly.relayout(id, theme());
+      for (const [id] of drawn()) Plotly.relayout(id, theme());
     });
     // (paper is white whatever the screen's scheme)
     const PAPER = {font: {color: "#000000", size: 12}, "xaxis.gridcolor": "rgba(0,0,0,0.12)",
                    "yaxis.gridcolor": "rgba(0,0,0,0.12)"};
-    const redraw = (look) => () => { for (const [id] of charts) { Plotly.relayout(id, look()); Plotly.Plots.resize(id); } };
+    const redraw = (look) => () => { for (const [id] of drawn()) { Plotly.relayout(id, look()); Plotly.Plots.resize(id); } };
     window.addEventListener("beforeprint", redraw(() => PAPER));
     window.addEventListener("afterprint", redraw(theme));
-    document.body.dataset.ready = "1";
+    // one chart per task, the first (cost) painted before the next is drawn: a chart of a
+    // year of days by model is thousands of bars (scripts/bench_report.py --html marks each)
+    let next = 0;
+    const draw = () => {
+      const [id, traces, ytitle] = charts[next++];
+      Plotly.newPlot(id, traces, themed(layout(ytitle)), config);
+      performance.mark("ledger-drawn-" + id);
+      if (next < charts.length) requestAnimationFrame(() => setTimeout(draw, 0));
+      else document.body.dataset.ready = "1";
+    };
+    draw();
   };
 })();
 """
