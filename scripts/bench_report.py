@@ -179,10 +179,38 @@ def best_of(fn, repeat: int = 3) -> tuple[float, object]:
     return best, out
 
 
+def _tree_cpu() -> float:
+    """CPU seconds (user + system) of this process's live descendants: the browser's processes
+    (renderer, GPU, browser) under playwright's driver. On a shared machine the wall time of a
+    page load moves with the load average; its CPU time much less."""
+    procs: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rindex(")") + 2:].split()
+        procs[int(name)] = (int(rest[1]), int(rest[11]) + int(rest[12]))
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    total, stack = 0, [os.getpid()]
+    while stack:
+        for child in kids.get(stack.pop(), []):
+            total += procs[child][1]
+            stack.append(child)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def open_page(page_path: Path, chromium: str = "/usr/bin/chromium") -> dict[str, float]:
     """The page opened in headless Chromium (as tests/test_report_html.py opens it): seconds
     until the charts are drawn (performance.now() when the page says ready, and the wall time
-    of goto + wait), and the first contentful paint."""
+    of goto + wait), the first contentful paint, when the first (cost) chart was drawn (the
+    page's `ledger-drawn-cost-chart` mark, None on a page without it) and the browser's CPU
+    seconds for the whole load."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -191,17 +219,20 @@ def open_page(page_path: Path, chromium: str = "/usr/bin/chromium") -> dict[str,
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
+            c0 = _tree_cpu()
             t0 = time.perf_counter()
             page.goto(page_path.as_uri())
             page.wait_for_function("document.body.dataset.ready === '1'", timeout=120_000)
             wall = time.perf_counter() - t0
+            cpu = _tree_cpu() - c0
             ready = page.evaluate("performance.now()") / 1000
             paint = page.evaluate("performance.getEntriesByName('first-contentful-paint')[0].startTime") / 1000
+            first = page.evaluate("(performance.getEntriesByName('ledger-drawn-cost-chart')[0] || {}).startTime")
             if errors:
                 raise RuntimeError(f"page errors: {errors}")
         finally:
             browser.close()
-    return {"ready": ready, "wall": wall, "paint": paint}
+    return {"ready": ready, "wall": wall, "paint": paint, "cpu": cpu, "first": None if first is None else first / 1000}
 
 
 def page_reports(url: str) -> list[tuple[str, str, str]]:
@@ -249,12 +280,16 @@ def html_bench(url: str, work: Path, repeat: int = 3) -> list[tuple[str, str, st
     print(f"page: {loads}", file=sys.stderr)
     best = min(times)
     load = min(loads, key=lambda x: x["ready"])
+    first = "" if load["first"] is None else f"; cost chart drawn {load['first']:.2f} s"
+    all_loads = ", ".join(f"{x['ready']:.1f}" for x in loads)
     return [("`ledger report daily --html` process, end to end", f"{best[0]:.2f} s",
              f"{best[1]:.2f} s CPU; best of {repeat} (all: {', '.join(f'{t:.1f}' for t, _ in times)} s); "
-             f"page {out.stat().st_size / 1e6:.1f} MB"),
+             f"page {out.stat().st_size / 1e6:.1f} MB; load average {os.getloadavg()[0]:.1f}"),
             *page_reports(url),
             ("the page opened in headless Chromium, charts drawn", f"{load['ready']:.2f} s",
-             f"performance.now() when drawn, best of {repeat}; first paint {load['paint']:.2f} s")]
+             f"performance.now() when drawn, best of {repeat}; first paint {load['paint']:.2f} s{first}; "
+             f"browser CPU {min(x['cpu'] for x in loads):.2f} s (all loads: "
+             f"{all_loads} s)")]
 
 
 def _table(title: str, results: list[tuple[str, str, str]]) -> None:

@@ -682,6 +682,13 @@ def _collect_slots(c: Conn, q: ReportQuery, start: int | None, end: int | None) 
         return _collect_facts(c, q, _time_conds(start, end))  # a zone off the 15-minute grid
     k = buckets.slot // SLOT_SECONDS
     group = f"{t}.slot / {int(k)}" if k > 1 else f"{t}.slot"
+    if buckets.slot % 86400 == 0 and all(b is None or b % 86400 == 0 for b in (start, end)):
+        # buckets of whole UTC days (a UTC zone, or one whose days start at 00:00 UTC):
+        # report_days has ~1/15 of report_slots' rows for the same sums
+        t = DAYS
+        days = buckets.slot // 86400
+        group = f"{t}.day / {int(days)}" if days > 1 else f"{t}.day"
+        conds = [Sql(f"{t}.day {op} ?", (b // 86400,)) for b, op in ((start, ">="), (end, "<")) if b is not None]
     cols = [group]
     groups = [group]
     if q.breakdown:
