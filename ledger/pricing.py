@@ -26,6 +26,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Mapping
 
+from ledger import price_rates
+
 PACKAGE = "genai-prices"
 
 # ledger provider names -> genai-prices provider ids (same names today; kept explicit).
@@ -92,15 +94,91 @@ def estimate_cost(provider: str | None, model: str | None, counters: Mapping[str
         usage_kwargs = _to_usage(counters)
     except ValueError as exc:
         return None, str(exc)
-    from genai_prices import Usage, calc_price  # lazy: ~0.1-0.2 s
+    provider_id = _PROVIDERS.get(provider or "")
+    table = _rates()
+    entry = table.get(provider_id, model)
+    if entry is None:
+        entry = _measure(table, provider_id, model)
+    if "missing" in entry:
+        return None, entry["missing"]
+    if "bands" in entry:
+        return float(price_rates.apply(entry, usage_kwargs)), None
+    return _genai_total(provider_id, model, usage_kwargs)
+
+
+# -- genai-prices, when the kept rates do not answer (ledger.price_rates) -----------------
+
+@lru_cache(maxsize=1)
+def _rates() -> price_rates.RateTable:
+    return price_rates.RateTable(price_rates.data_identity(price_data_version()))
+
+
+def _genai_total(provider_id: str | None, model: str, usage_kwargs: Mapping[str, int]
+                 ) -> tuple[float | None, str | None]:
+    from genai_prices import Usage, calc_price  # lazy: ~0.7 G instructions (pydantic, httpx)
 
     usage = Usage(**usage_kwargs)
-    provider_id = _PROVIDERS.get(provider or "")
-    attempts = [provider_id, None] if provider_id else [None]
-    for pid in attempts:
+    for pid in ([provider_id, None] if provider_id else [None]):
         try:
             calc = calc_price(usage, model, provider_id=pid) if pid else calc_price(usage, model)
         except LookupError:
             continue
         return float(calc.total_price), None
     return None, f"no price for model {model!r} in {price_data_version()}"
+
+
+def _measure(table: price_rates.RateTable, provider_id: str | None, model: str) -> dict[str, Any]:
+    """Find the model as estimate_cost always did (under `provider_id`, else any provider),
+    measure its rates from genai-prices and keep the entry."""
+    from datetime import datetime, timezone
+
+    from genai_prices import Usage, calc_price, data_snapshot
+    from genai_prices.types import ModelPrice, StartDateConstraint, TieredPrices
+
+    snapshot = data_snapshot.get_snapshot()
+    for pid in ([provider_id, None] if provider_id else [None]):
+        try:
+            _prov, info = snapshot.find_provider_model(model, None, pid, None)
+        except LookupError:
+            continue
+        entry: dict[str, Any] | None = None
+        now = datetime.now(tz=timezone.utc)
+        until = _valid_until(info.prices, now.date(), ModelPrice, StartDateConstraint)
+        if until is not False:
+            prices = info.get_prices(now)
+            starts = [t.start for v in vars(prices).values() if isinstance(v, TieredPrices) for t in v.tiers]
+
+            def calc(u: Mapping[str, int], pid: str | None = pid) -> Any:
+                usage = Usage(**u)
+                return (calc_price(usage, model, provider_id=pid) if pid else calc_price(usage, model)).total_price
+
+            try:
+                entry = price_rates.measure(calc, starts)
+            except (ArithmeticError, LookupError, ValueError, TypeError):
+                entry = None
+            if entry is not None and until is not None:
+                entry["until"] = until
+        entry = entry if entry is not None else {"genai": True}
+        break
+    else:
+        entry = {"missing": f"no price for model {model!r} in {price_data_version()}"}
+    table.put(provider_id, model, entry)
+    return entry
+
+
+def _valid_until(prices: Any, today: Any, model_price: type, start_date: type) -> str | None | bool:
+    """How long the prices in force today stay in force: None (for good: one price set, or
+    only prices that started in the past), the ISO date the next one starts, or False
+    (prices that follow the time of day or other conditions: not kept)."""
+    if isinstance(prices, model_price):
+        return None
+    upcoming = []
+    for cp in prices:
+        c = cp.constraint
+        if c is None:
+            continue
+        if type(c) is not start_date:
+            return False
+        if c.start_date > today:
+            upcoming.append(c.start_date)
+    return min(upcoming).isoformat() if upcoming else None

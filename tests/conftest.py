@@ -8,6 +8,7 @@ fails the test instead of skipping it.
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 
 PG_URL = os.environ.get("LEDGER_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REPO = Path(__file__).resolve().parent.parent
+# the kept price rates (ledger.price_rates) of this test session, not the user's cache dir
+os.environ.setdefault("LEDGER_CACHE_DIR", os.path.join(tempfile.mkdtemp(prefix="ledger-test-cache-"), "cache"))
 
 
 @pytest.fixture
