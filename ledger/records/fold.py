@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import math
 import os
-import shlex
 import stat
 from typing import Any, BinaryIO
 
@@ -137,6 +136,8 @@ def command_text(result: dict[str, Any] | None) -> str | None:
     args = result.get("command") if result else None
     if not args:
         return None
+    import shlex  # (only a projection or a reader joins: not every command that folds)
+
     return shlex.join(args) + (" \u2026" if result.get("command_cut") else "")  # type: ignore[union-attr]
 
 
