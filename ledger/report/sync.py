@@ -87,6 +87,7 @@ class SyncStats:
     removed: int = 0
     reconciled: bool = False
     fact_runs_delta: int = 0  # runs gained (lost) by report_facts in an incremental sync
+    groups: int = 0  # report_groups groups recomputed ((kind, key); -1: all of them)
     seconds: float = 0.0
 
 
@@ -673,8 +674,10 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         refresh_rollups(conn, touched)
     if stats.full or state.get("group_rules") != GROUP_RULES:
         refresh_groups(conn, None)
+        stats.groups = -1
     elif builder.groups:
         refresh_groups(conn, builder.groups)
+        stats.groups = len(builder.groups)
     new_state = {"price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES, "group_rules": GROUP_RULES}
     if {k: state.get(k) for k in new_state} != new_state:
         _set_state(conn, new_state)
