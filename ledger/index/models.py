@@ -1,4 +1,5 @@
-"""The index schema as SQLAlchemy 2.x declarative models (the projection of run records).
+"""The index schema as table classes (the projection of run records): SQLAlchemy Core tables
+built from declarative-looking classes without the ORM (ledger.index.tabledefs).
 
 The migrations in `ledger/index/migrations/versions/` create exactly this schema;
 `tests/test_migrations.py` proves the two agree (no autogenerate diff on SQLite and
@@ -17,7 +18,8 @@ from sqlalchemy import (
     BigInteger, Boolean, DateTime, Double, ForeignKey, ForeignKeyConstraint, Index, Integer,
     MetaData, Text, UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ledger.index.tabledefs import Mapped, TableClass, mapped_column
 
 from ledger.records.model import ALL_INT_COUNTERS
 
@@ -33,7 +35,7 @@ NAMING = {
 COUNTER_COLUMNS = ALL_INT_COUNTERS
 
 
-class Base(DeclarativeBase):
+class Base(metaclass=TableClass):
     metadata = MetaData(naming_convention=NAMING)
 
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, LargeBinary, SmallInteger, Text
-from sqlalchemy.orm import Mapped, mapped_column
+
+from ledger.index.tabledefs import Mapped, mapped_column
 
 from ledger.index.models import REPORT_VIEWS, Base  # noqa: F401 - REPORT_VIEWS re-exported
 
