@@ -179,9 +179,9 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
         "c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig FROM runs r JOIN index_cursors c "
         "ON c.home_id = r.home_id AND c.run_id = r.run_id WHERE r.home_id = ? AND r.settled = 0", (h,)).fetchall()
     if candidates:
-        damaged = con.execute(
+        damaged = sorted(con.execute(  # (sorted here, as scan.py does: the status index, not every cursor)
             "SELECT shard, run_id, problem_path, problem, racy, dir_sig, events_sig FROM index_cursors "
-            "WHERE home_id = ? AND status = ? ORDER BY run_id", (h, DAMAGED)).fetchall()
+            "WHERE home_id = ? AND status = ?", (h, DAMAGED)).fetchall(), key=lambda row: row[1])
         # a watched record of a sealed shard that changed: the pass opens the shard and reads it
         for sd, name, pp, pr, rc, dsig, esig in damaged:
             if sd in candidates and not watched_unchanged(os.path.join(candidates[sd], name), SeenCursor(
