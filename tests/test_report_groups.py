@@ -120,10 +120,10 @@ def test_groups_answer_like_the_facts_through_changes(home, db_url):
     assert top[0]["key"] == ids[5] and top[0]["cost_usd"] % 99.5 == 0  # (99.5 per stream)
 
     # one run changed: its groups (old and new) are recomputed, no other
-    _sql(db_url, f"UPDATE runs SET skill = 'review' WHERE run_id = '{ids[8]}'")
     with reading(db_url) as conn:
         session, skill = conn.execute(sa.text(
             f"SELECT provider_session_id, skill FROM runs WHERE run_id = '{ids[8]}'")).one()
+    _sql(db_url, f"UPDATE runs SET skill = 'review' WHERE run_id = '{ids[8]}'")
     stats = service.sync(db_url)
     assert stats.rebuilt == 1 and stats.groups == len({("session", session), ("skill", skill), ("skill", "review")})
     _check(db_url)

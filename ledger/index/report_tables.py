@@ -235,8 +235,14 @@ class ReportGroup(Base):
     gnull: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
     gkey: Mapped[str] = mapped_column(Text, primary_key=True)
 
+    __table_args__ = ({"sqlite_with_rowid": False},)  # (a kind's groups are read in key order)
+
 
 _measures(ReportGroup, RUN_MEASURES)
+# the known cost of the `auto` mode (fully known runs' costs plus the others' known parts; NULL
+# when nothing is known), what `--limit` ranks by: indexed per kind
+ReportGroup.rank_auto = mapped_column(Double, nullable=True)
+ReportGroup.__table__.append_constraint(Index("ix_report_groups_kind_rank_auto", "kind", "rank_auto"))
 for _name in GROUP_VERDICTS:
     setattr(ReportGroup, _name, mapped_column(BigInteger, nullable=True))
 for _name, _ in GROUP_VALUES:

@@ -418,7 +418,9 @@ def _time_buckets(q: ReportQuery, c: Conn, table: str, conds: list[Sql]) -> tupl
     """The buckets covering the report's data and the SQL slot size to group by: the
     15-minute slot whenever every bucket boundary falls on one, else (a historical offset
     in seconds) the largest slot that divides them all."""
-    lo, hi = _rows(c, _select([f"min({table}.slot)", f"max({table}.slot)"], table, conds))[0]
+    # (two statements: SQLite answers a lone min() or max() from the key's ends, both at once
+    # by scanning every key)
+    (lo,), (hi,) = (_rows(c, _select([f"{fn}({table}.slot)"], table, conds))[0] for fn in ("min", "max"))
     if lo is None:
         return SLOT_SECONDS, None
     first = datetime.fromtimestamp(int(lo) * SLOT_SECONDS, timezone.utc)
@@ -450,20 +452,42 @@ def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> list[Sql]:
     f = FACTS
     desc = resolved_order(q) == "desc"
     way = " DESC" if desc else " ASC"
-    known: list[float] = []
-    for col, only in ((f"{f}.run_cost_auto", ""), (f"{f}.run_cost_auto_partial", f" AND {f}.run_cost_auto IS NULL")):
-        known += [v for (v,) in _rows(c, Sql(f"SELECT {col} FROM {f} WHERE {f}.first = 1 AND {col} IS NOT NULL{only} "
-                                             f"ORDER BY {col}{way} LIMIT {n}"))]
+    by_run: dict[tuple[int, str], float] = {}
+    # (a run's known part is set only when its cost is not: the partial walk needs no test
+    # of the cost, which would make SQLite read that index instead; the cost wins anyway)
+    for col in (f"{f}.run_cost_auto_partial", f"{f}.run_cost_auto"):
+        by_run.update(((h, rid), v) for h, rid, v in _rows(c, Sql(
+            f"SELECT {f}.home_id, {f}.run_id, {col} FROM {f} WHERE {f}.first = 1 AND {col} IS NOT NULL "
+            f"ORDER BY {col}{way} LIMIT {n}")))
+    known = sorted(by_run.values(), reverse=desc)
     if len(known) < n:  # fewer known costs than places: the unknown ones are ranked too
         return []
-    known.sort(reverse=desc)
     bound, op = known[n - 1], (">=" if desc else "<=")
-    return [Sql(f"({f}.run_cost_auto {op} ? OR ({f}.run_cost_auto IS NULL AND {f}.run_cost_auto_partial {op} ?))",
-                (bound, bound))]
+    # (a superset of the runs whose known cost passes the bound: each side has its index)
+    return [Sql(f"({f}.run_cost_auto {op} ? OR {f}.run_cost_auto_partial {op} ?)", (bound, bound))]
 
 
 def _group_key() -> str:
     return f"CASE WHEN {GROUPS}.gnull = 1 THEN NULL ELSE {GROUPS}.gkey END"
+
+
+def _group_rank_bound(c: Conn, q: ReportQuery) -> Sql | None:
+    """`report session|skill --limit N` (cost auto): the groups' known costs are kept in
+    report_groups.rank_auto with an index, so the N-th is found by walking N entries; the
+    groups at or past it (less a slack twice _ranked's) are the only ones ranked. None when
+    fewer than N groups have a known cost (the unknown ones are ranked too)."""
+    n = int(q.limit or 0)
+    if q.cost != "auto" or not 0 < n <= 10_000:
+        return None
+    g = GROUPS
+    way = " DESC" if resolved_order(q) == "desc" else " ASC"
+    found = _rows(c, Sql(f"SELECT {g}.rank_auto FROM {g} WHERE {g}.kind = ? AND {g}.rank_auto IS NOT NULL "
+                         f"ORDER BY {g}.rank_auto{way} LIMIT 1 OFFSET {n - 1}", (q.kind,)))
+    if not found:
+        return None
+    b = float(found[0][0])
+    slack = 2 * (_SLACK_ABS + abs(b) * _SLACK_REL)
+    return Sql(f"{g}.rank_auto >= ?", (b - slack,)) if way == " DESC" else Sql(f"{g}.rank_auto <= ?", (b + slack,))
 
 
 def _group_rank_stmt(q: ReportQuery) -> Sql:
@@ -485,15 +509,24 @@ def _collect_groups(c: Conn, q: ReportQuery) -> _Collector:
     kind = Sql(f"{g}.kind = ?", (q.kind,))
     conds = [kind]
     if q.limit is not None:
-        ranked = _rows(c, _ranked(q, _group_rank_stmt(q), totals=True))
+        inner = _group_rank_stmt(q)
+        bound = _group_rank_bound(c, q)
+        if bound is not None:  # only the groups whose cost is near the N-th's or past it
+            inner = Sql(inner.text + f" AND {bound.text}", inner.params + bound.params)
+        ranked = _rows(c, _ranked(q, inner, totals=False))
         keys = [row[1] for row in ranked if row[0] == 0]
-        conds.append(_or([_and([Sql(f"{g}.gnull = 0"), _key_in(f"{g}.gkey", [k for k in keys if k is not None])]),
-                          Sql(f"{g}.gnull = 1" if None in keys else "1 = 0")]))
+        named = [k for k in keys if k is not None]
+        which = ([Sql(f"{g}.gnull = 0 AND {_key_in(f'{g}.gkey', named).text}", tuple(named))] if named else [])
+        which += [Sql(f"{g}.gnull = 1")] if None in keys else []
+        conds.append(_or(which) if which else Sql("1 = 0"))
         totals = col.totals = Agg()
         start, end = time_bounds(q)
         totals.add(_rows(c, _totals_stmt(q, start, end, []))[0])
-        total = next(row for row in ranked if row[0] == 1)
-        totals.v[COST], totals.v[PART] = _num(total[2]), _num(total[3])
+        # the groups' costs summed in their order: what merging every group gives (no --limit)
+        # (read in key order: `gnull IN` keeps SQLite on the primary key, not the rank index)
+        cost, part = _rows(c, _select([f"sum({g}.run_cost_{q.cost})", f"sum({g}.run_cost_{q.cost}_partial)"], g,
+                                      [kind, Sql(f"{g}.gnull IN (0, 1)")]))[0]
+        totals.v[COST], totals.v[PART] = _num(cost), _num(part)
         if q.evaluation:
             totals.add_verdicts(_rows(c, _select([f"sum({g}.{n})" for n in VERDICT_FACTS], g, [kind]))[0], 0)
     verdicts = [f"sum({g}.{n})" for n in VERDICT_FACTS] if q.evaluation else []
@@ -621,6 +654,7 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     c = wrap(conn)
     start, end = time_bounds(q)
     conds = _time_conds(start, end) + _filter_conds(q)
+    forced = source is not None  # (the facts as they are: no rollup, no index walk)
     source = source or _source(q)
     if q.kind == "task":  # runs grouped into tasks (ledger.report.tasks)
         from ledger.report.tasks import collect_tasks
@@ -633,7 +667,7 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     elif source == "groups":
         col = _collect_groups(c, q)
     else:
-        col = _collect_facts(c, q, conds, fast=source != "facts")
+        col = _collect_facts(c, q, conds, fast=not forced)
     if col is None:  # a time report without data
         return _finish(q, {}, Agg(), c, conds, t0)
     groups = col.groups

@@ -57,26 +57,26 @@ def only_traces(js: str, keep: tuple[str, ...]) -> str:
     if len(call) != 1:
         return js
     listed = [name[:-2] for name in call[0].group(1).split(",")]
-    # the module defining each trace: the last module definition before its declaration
-    defs = [(m.start(), m.group(1)) for m in re.finditer(r"var ([A-Za-z0-9_$]+)=([A-Za-z0-9_$]+)\(\(", js)]
-    starts = [d[0] for d in defs]
-    from bisect import bisect_right
-
+    module_def = re.compile(r"var ([A-Za-z0-9_$]+)=[A-Za-z0-9_$]+\(\(")
     wanted = set()
     for trace in keep:
-        found = [m.start() for m in re.finditer(r'moduleType:"trace",name:"' + re.escape(trace) + '"', js)]
-        if len(found) != 1:
+        declared = f'moduleType:"trace",name:"{trace}"'
+        at = js.find(declared)
+        if at < 0 or js.find(declared, at + 1) >= 0:
             return js
-        i = bisect_right(starts, found[0]) - 1
-        if i < 0:
+        # the module declaring it: the last module definition before the declaration
+        defs = list(module_def.finditer(js, max(0, at - 100_000), at))
+        if not defs:
             return js
-        wanted.add(defs[i][1])
-    kept = []
-    for name in listed:
-        # each listed module re-exports a trace module: `var NAME=W((a,b)=>{"use strict";b.exports=MOD()})`
-        m = re.search(r"var " + re.escape(name) + r'=[A-Za-z0-9_$]+\(\(([A-Za-z0-9_$]+),([A-Za-z0-9_$]+)\)=>\{"use strict";\2\.exports=([A-Za-z0-9_$]+)\(\)\}\)', js)
-        if m is not None and m.group(3) in wanted:
-            kept.append(name)
+        wanted.add(defs[-1].group(1))
+    # each listed module re-exports a trace module: `var NAME=W((a,b)=>{"use strict";b.exports=MOD()})`
+    wrapper = re.compile(r'=[A-Za-z0-9_$]+\(\(([A-Za-z0-9_$]+),([A-Za-z0-9_$]+)\)=>\{"use strict";\2\.exports=([A-Za-z0-9_$]+)\(\)\}\)')
+    targets: dict[str, str] = {}
+    for m in re.finditer("var (" + "|".join(re.escape(n) for n in listed) + ")(?==)", js):
+        w = wrapper.match(js, m.end())
+        if w is not None:
+            targets[m.group(1)] = w.group(3)
+    kept = [name for name in listed if targets.get(name) in wanted]
     if len(kept) != len(keep):
         return js
     return js[:call[0].start(1)] + ",".join(f"{name}()" for name in kept) + js[call[0].end(1):]

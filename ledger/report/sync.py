@@ -465,13 +465,18 @@ def _group_select(kind: str, where: list[Any]) -> Any:
     f = facts_t.c
     col = f[kind]
     measures = _rollup_select(RUN_MEASURES, [], where).selected_columns
+    cost, part = sa.func.sum(f.run_cost_auto), sa.func.sum(f.run_cost_auto_partial)
+    # (the known cost as ledger.report.aggregate._ranked computes it from the two sums)
+    rank = sa.case((sa.and_(cost.is_(None), part.is_(None)), None),
+                   else_=sa.func.coalesce(cost, 0) + sa.func.coalesce(part, 0))
     return sa.select(sa.literal(kind).label("kind"),
                      sa.case((col.is_(None), 1), else_=0).label("gnull"),
                      sa.func.coalesce(col, "").label("gkey"), *measures,
-                     *(sa.func.sum(f[n]).label(n) for n in GROUP_VERDICTS)).where(*where).group_by(col)
+                     *(sa.func.sum(f[n]).label(n) for n in GROUP_VERDICTS), rank.label("rank_auto")
+                     ).where(*where).group_by(col)
 
 
-GROUP_COLUMNS = (["kind", "gnull", "gkey"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS))
+GROUP_COLUMNS = (["kind", "gnull", "gkey"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS) + ["rank_auto"])
 VALUE_KINDS = ("skill",)  # the evaluation kinds among GROUP_KINDS: their runs' figures are kept sorted
 
 

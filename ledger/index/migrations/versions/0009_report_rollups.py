@@ -9,6 +9,9 @@ recomputes only the groups a changed run left or joined, found through the new i
 `report_facts.session` / `skill`. The indexes on the run costs of the `auto` mode let `report
 run --limit N` walk the most expensive runs in order instead of sorting them all.
 
+`rank_auto` (each group's known cost, auto mode) is indexed so that `report session --limit
+N` walks the N most expensive groups instead of ranking all of them.
+
 The table starts empty: the next sync fills it from the facts (report_state's
 `group_rules` is missing), without re-pricing anything.
 
@@ -62,8 +65,12 @@ def upgrade() -> None:
         *(sa.Column(name, _kind(name, func), nullable=True) for name, func in RUN_MEASURES),
         *(sa.Column(name, sa.BigInteger(), nullable=True) for name in VERDICTS),
         *(sa.Column(name, sa.LargeBinary(), nullable=True) for name in VALUES),
+        sa.Column("rank_auto", sa.Double(), nullable=True),
         sa.PrimaryKeyConstraint("kind", "gnull", "gkey", name="pk_report_groups"),
+        sqlite_with_rowid=False,
     )
+    # `--limit N` walks the groups' known costs (cost auto) in order
+    op.create_index("ix_report_groups_kind_rank_auto", "report_groups", ["kind", "rank_auto"])
     for name, column in FACT_INDEXES:
         op.create_index(name, "report_facts", [column])
     op.execute("DELETE FROM report_state WHERE key = 'group_rules'")  # filled by the next sync
