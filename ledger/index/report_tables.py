@@ -119,7 +119,6 @@ class ReportFact(Base):
         Index("ix_report_facts_unpriced", "unpriced"),
         # migration 0009: the sync recomputes a changed group of report_groups from its rows
         Index("ix_report_facts_session", "session"),
-        Index("ix_report_facts_skill", "skill"),
         # migration 0009: `report run --limit N` (cost auto) walks the most expensive runs in
         # order: the fully known costs, and the known parts of the others
         Index("ix_report_facts_run_cost_auto", "run_cost_auto"),
@@ -249,6 +248,28 @@ for _name, _ in GROUP_VALUES:
     setattr(ReportGroup, _name, mapped_column(LargeBinary, nullable=True))
 
 
+class ReportGroupDay(Base):
+    """The measures of report_groups per UTC day, for the kinds with few big groups (skill,
+    CELL_KINDS): a change recomputes its group's day from that day's facts (a range of the
+    facts' key), and the group from its days; its sorted figures are updated by the runs'
+    old and new values. (A group of a million runs is never read whole to apply a change.)"""
+
+    __tablename__ = "report_group_days"
+
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    gnull: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    gkey: Mapped[str] = mapped_column(Text, primary_key=True)
+    day: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # floor(created epoch / 86400), as report_days
+
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+
+CELL_KINDS = ("skill",)
+_measures(ReportGroupDay, RUN_MEASURES)
+for _name in GROUP_VERDICTS:
+    setattr(ReportGroupDay, _name, mapped_column(BigInteger, nullable=True))
+
+
 class ReportState(Base):
     """Key/value bookkeeping of the facts sync (`price_version`, `fact_runs`, `fact_rules`)."""
 
@@ -281,4 +302,5 @@ class ReportChange(Base):
 # the triggers that fill report_changes (created by migration 0007; the sync checks they exist)
 CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
 
-REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_groups", "report_state", "report_changes")
+REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_groups", "report_group_days", "report_state",
+                 "report_changes")

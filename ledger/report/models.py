@@ -5,6 +5,7 @@ the report (the layers in pyproject.toml)."""
 from ledger.index.report_tables import (  # noqa: F401 - re-exported
     CHANGE_TRIGGERS,
     ESTIMATED,
+    CELL_KINDS,
     GROUP_KINDS,
     GROUP_VALUES,
     GROUP_VERDICTS,
@@ -18,6 +19,7 @@ from ledger.index.report_tables import (  # noqa: F401 - re-exported
     ReportDay,
     ReportFact,
     ReportGroup,
+    ReportGroupDay,
     ReportSlot,
     ReportState,
     SLOT_SECONDS,

@@ -39,8 +39,8 @@ from ledger.report.buckets import epoch
 from ledger.records.costbasis import receipt_cost
 from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known
 from ledger.report.models import (
-    CHANGE_TRIGGERS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MODEL_MEASURES, REPORTED, RUN_MEASURES,
-    SLOT_SECONDS, ReportChange, ReportDay, ReportFact, ReportGroup, ReportSlot, ReportState,
+    CELL_KINDS, CHANGE_TRIGGERS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MODEL_MEASURES, REPORTED, RUN_MEASURES,
+    SLOT_SECONDS, ReportChange, ReportDay, ReportFact, ReportGroup, ReportGroupDay, ReportSlot, ReportState,
 )
 
 BATCH = 1000
@@ -57,6 +57,7 @@ slots_t = ReportSlot.__table__
 days_t = ReportDay.__table__
 state_t = ReportState.__table__
 groups_t = ReportGroup.__table__
+cells_t = ReportGroupDay.__table__
 changes_t = ReportChange.__table__
 SLOTS_PER_DAY = 86400 // SLOT_SECONDS
 
@@ -127,6 +128,28 @@ class FactBuilder:
         self._memo: dict[tuple, tuple[float | None, str | None]] = {}
         # the report_groups groups a rebuilt run left or joined: (kind, key)
         self.groups: set[tuple[str, str | None]] = set()
+        # the report_group_days cells they touched: (kind, key, day)
+        self.cells: set[tuple[str, str | None, int]] = set()
+        # per (kind, key) of VALUE_KINDS, per GROUP_VALUES figure: +1 per value added, -1 removed
+        self.deltas: dict[tuple[str, str | None], list[Any]] = {}
+
+    def note(self, row: Mapping[str, Any], sign: int) -> None:
+        """A fact row leaving (-1) or joining (+1) report_facts: its groups, cells, figures."""
+        day = row["slot"] // SLOTS_PER_DAY
+        for k in GROUP_KINDS:
+            self.groups.add((k, row[k]))
+        for k in CELL_KINDS:
+            self.cells.add((k, row[k], day))
+        if row["first"] == 1:
+            from collections import Counter
+
+            for k in VALUE_KINDS:
+                counters = self.deltas.get((k, row[k]))
+                if counters is None:
+                    counters = self.deltas[(k, row[k])] = [Counter() for _ in GROUP_VALUES]
+                for i, (_, src) in enumerate(GROUP_VALUES):
+                    if row[src] is not None:
+                        counters[i][row[src]] += sign
 
     def _estimate(self, provider: str | None, model: str | None, counters: dict[str, Any]) -> tuple[float | None, str | None]:
         key = (provider, model) + tuple(counters.get(n) for n in COUNTER_COLUMNS)
@@ -358,24 +381,24 @@ def _load_subjects(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int
 
 
 def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int],
-                 groups: set[tuple[str, str | None]] | None = None
+                 builder: "FactBuilder | None" = None
                  ) -> dict[tuple[int, str], dict[tuple[int, str], tuple[int, float | None, str | None, float | None]]]:
     """The estimates the facts of `keys` hold (all priced with the current price data: a
-    new price version rebuilds everything); adds their slots to `touched` and the groups
-    they are in to `groups`."""
+    new price version rebuilds everything); adds their slots to `touched`, and notes the
+    rows leaving to `builder` (report_groups)."""
     out: dict[tuple[int, str], dict[tuple[int, str], tuple[int, float | None, str | None, float | None]]] = {}
     if not keys:
         return out
     f = facts_t.c
     q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced,
-                  f.cost_estimated_partial, f.slot, *(f[k] for k in GROUP_KINDS)).where(
-        keys_in(f.home_id, f.run_id, keys))
+                  f.cost_estimated_partial, f.slot, f.first, *(f[k] for k in GROUP_KINDS),
+                  *(f[src] for _, src in GROUP_VALUES)).where(keys_in(f.home_id, f.run_id, keys))
     for r in conn.execute(q):
         out.setdefault((r.home_id, r.run_id), {})[(r.slot, r.model_key)] = (
             r.usage_fingerprint, r.cost_estimated, r.unpriced, r.cost_estimated_partial)
         touched.add(r.slot)
-        if groups is not None:
-            groups.update((k, r._mapping[k]) for k in GROUP_KINDS)
+        if builder is not None:
+            builder.note(r._mapping, -1)
     return out
 
 
@@ -396,7 +419,8 @@ def _write(conn: Any, builder: FactBuilder, runs: Sequence[Any],
         k = (run.home_id, run.run_id)
         rows.extend(builder.rows(run, streams.get(k, ()), cached.get(k, {}), subjects.get(k, ())))
     touched.update(r["slot"] for r in rows)
-    builder.groups.update((k, r[k]) for r in rows for k in GROUP_KINDS)
+    for r in rows:
+        builder.note(r, +1)
     builder.stats.rebuilt += len(runs)
     if rows:
         conn.execute(sa.insert(facts_t), rows)
@@ -408,7 +432,7 @@ def _rebuild(conn: Any, builder: FactBuilder, keys: Sequence[tuple[int, str]], t
     for i in range(0, len(keys), BATCH):
         chunk = list(keys[i:i + BATCH])
         runs = _load_runs(conn, chunk)
-        cached = _load_cached(conn, chunk, touched, builder.groups)
+        cached = _load_cached(conn, chunk, touched, builder)
         builder.stats.removed += len(chunk) - len(runs)
         builder.stats.fact_runs_delta += len(runs) - len(cached)
         _delete_facts(conn, chunk)
@@ -511,18 +535,142 @@ def _refresh_values(conn: Any, kind: str, where: list[Any]) -> None:
                                                g.gkey == ("" if key is None else key)).values(**values))
 
 
-def refresh_groups(conn: Any, groups: set[tuple[str, str | None]] | None) -> None:
-    """Recompute the report_groups rows of `groups` ((kind, key); None: all) from the facts."""
+def _key_cond(gnull: Any, gkey: Any, keys: Sequence[str | None]) -> Any:
+    named = sorted(k for k in keys if k is not None)
+    conds = [sa.and_(gnull == 0, gkey.in_(named))] if named else []
+    if len(named) < len(keys):
+        conds.append(gnull == 1)
+    return sa.or_(*conds) if conds else sa.false()
+
+
+def _col_cond(col: Any, keys: Sequence[str | None]) -> Any:
+    named = sorted(k for k in keys if k is not None)
+    conds = [col.in_(named)] if named else []
+    if len(named) < len(keys):
+        conds.append(col.is_(None))
+    return sa.or_(*conds) if conds else sa.false()
+
+
+CELL_COLUMNS = (["kind", "gnull", "gkey", "day"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS))
+
+
+def _cell_select(kind: str, where: list[Any]) -> Any:
+    """report_group_days rows of `kind` from the facts matching `where`: per key and UTC day."""
+    f = facts_t.c
+    col = f[kind]
+    day = (f.slot // SLOTS_PER_DAY).label("day")
+    measures = _rollup_select(RUN_MEASURES, [], where).selected_columns
+    return sa.select(sa.literal(kind).label("kind"), sa.case((col.is_(None), 1), else_=0).label("gnull"),
+                     sa.func.coalesce(col, "").label("gkey"), day, *measures,
+                     *(sa.func.sum(f[n]).label(n) for n in GROUP_VERDICTS)).where(*where).group_by(col, day)
+
+
+def _group_from_cells(kind: str, where: list[Any]) -> Any:
+    """report_groups rows of `kind` summed from their days (sums and counts add, min / max combine)."""
+    c = cells_t.c
+    merge = {"sum": sa.func.sum, "count": sa.func.sum, "min": sa.func.min, "max": sa.func.max}
+    cost, part = sa.func.sum(c.run_cost_auto), sa.func.sum(c.run_cost_auto_partial)
+    rank = sa.case((sa.and_(cost.is_(None), part.is_(None)), None),
+                   else_=sa.func.coalesce(cost, 0) + sa.func.coalesce(part, 0))
+    return sa.select(sa.literal(kind).label("kind"), c.gnull, c.gkey,
+                     *(merge[func](c[name]).label(name) for name, func, _ in RUN_MEASURES),
+                     *(sa.func.sum(c[n]).label(n) for n in GROUP_VERDICTS), rank.label("rank_auto")
+                     ).where(c.kind == kind, *where).group_by(c.gnull, c.gkey)
+
+
+def _unpack(blob: Any, integer: bool) -> list[Any]:
+    import array
+    import sys
+
+    a = array.array("q" if integer else "d")
+    a.frombytes(blob or b"")
+    if sys.byteorder != "little":  # pragma: no cover
+        a.byteswap()
+    return a.tolist()
+
+
+def _apply(values: list[Any], counter: Any) -> bool:
+    """Apply +n / -n counts to sorted `values` in place; False when a value to remove is missing."""
+    from bisect import bisect_left, insort
+
+    for v, n in counter.items():
+        for _ in range(-n):
+            i = bisect_left(values, v)
+            if i == len(values) or values[i] != v:
+                return False
+            del values[i]
+        for _ in range(n):
+            insort(values, v)
+    return True
+
+
+def _refresh_cells(conn: Any, kind: str, groups: set[tuple[str, str | None]],
+                   cells: set[tuple[str, str | None, int]], deltas: dict[tuple[str, str | None], list[Any]]) -> None:
+    """A kind of CELL_KINDS: the touched days of the touched groups from the facts (each a
+    range of the facts' key), the groups from their days, their sorted figures by delta."""
+    f, c, g = facts_t.c, cells_t.c, groups_t.c
+    by_day: dict[int, set[str | None]] = {}
+    for knd, key, day in cells:
+        if knd == kind:
+            by_day.setdefault(day, set()).add(key)
+    for day, keys in sorted(by_day.items()):
+        conn.execute(sa.delete(cells_t).where(c.kind == kind, c.day == day, _key_cond(c.gnull, c.gkey, list(keys))))
+        conn.execute(sa.insert(cells_t).from_select(CELL_COLUMNS, _cell_select(kind, [
+            f.slot >= day * SLOTS_PER_DAY, f.slot < (day + 1) * SLOTS_PER_DAY, _col_cond(f[kind], list(keys))])))
+    keys = sorted({key for knd, key in groups if knd == kind}, key=lambda k: (k is None, k or ""))
+    for i in range(0, len(keys), BATCH):
+        chunk = keys[i:i + BATCH]
+        old = {(r.gnull, r.gkey): r for r in conn.execute(
+            sa.select(g.gnull, g.gkey, *(g[name] for name, _ in GROUP_VALUES)).where(
+                g.kind == kind, _key_cond(g.gnull, g.gkey, chunk)))}
+        conn.execute(sa.delete(groups_t).where(g.kind == kind, _key_cond(g.gnull, g.gkey, chunk)))
+        conn.execute(sa.insert(groups_t).from_select(GROUP_COLUMNS, _group_from_cells(
+            kind, [_key_cond(c.gnull, c.gkey, chunk)])))
+        if kind not in VALUE_KINDS:
+            continue
+        for key in chunk:
+            ident = (1, "") if key is None else (0, key)
+            before = old.get(ident)
+            counters = deltas.get((kind, key))
+            values = {}
+            for j, (name, _) in enumerate(GROUP_VALUES):
+                integer = name == "values_duration_ms"
+                current = _unpack(before[2 + j] if before is not None else None, integer)
+                if counters is not None and not _apply(current, counters[j]):
+                    values = None  # (never expected) the group's figures read again from the facts
+                    break
+                values[name] = pack_values(current, integer)
+            if values is None:
+                _refresh_values(conn, kind, [_col_cond(f[kind], [key])])
+            else:
+                conn.execute(sa.update(groups_t).where(g.kind == kind, g.gnull == ident[0], g.gkey == ident[1])
+                             .values(**values))
+
+
+def refresh_groups(conn: Any, groups: set[tuple[str, str | None]] | None,
+                   cells: set[tuple[str, str | None, int]] | None = None,
+                   deltas: dict[tuple[str, str | None], list[Any]] | None = None) -> None:
+    """Recompute the report_groups rows of `groups` ((kind, key); None: all) from the facts;
+    a kind of CELL_KINDS through its `cells` ((kind, key, day) touched) and the `deltas` of
+    its figures (FactBuilder.note)."""
     g = groups_t.c
     if groups is None:
         conn.execute(sa.delete(groups_t))
+        conn.execute(sa.delete(cells_t))
         for kind in GROUP_KINDS:
-            conn.execute(sa.insert(groups_t).from_select(GROUP_COLUMNS, _group_select(kind, [])))
+            if kind in CELL_KINDS:
+                conn.execute(sa.insert(cells_t).from_select(CELL_COLUMNS, _cell_select(kind, [])))
+                conn.execute(sa.insert(groups_t).from_select(GROUP_COLUMNS, _group_from_cells(kind, [])))
+            else:
+                conn.execute(sa.insert(groups_t).from_select(GROUP_COLUMNS, _group_select(kind, [])))
             if kind in VALUE_KINDS:
                 _refresh_values(conn, kind, [])
         return
     f = facts_t.c
     for kind in GROUP_KINDS:
+        if kind in CELL_KINDS:
+            _refresh_cells(conn, kind, groups, cells or set(), deltas or {})
+            continue
         keys = sorted(k for knd, k in groups if knd == kind and k is not None)
         wheres = [[f[kind].in_(keys[i:i + BATCH])] for i in range(0, len(keys), BATCH)]
         if (kind, None) in groups:
@@ -681,7 +829,7 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         refresh_groups(conn, None)
         stats.groups = -1
     elif builder.groups:
-        refresh_groups(conn, builder.groups)
+        refresh_groups(conn, builder.groups, builder.cells, builder.deltas)
         stats.groups = len(builder.groups)
     new_state = {"price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES, "group_rules": GROUP_RULES}
     if {k: state.get(k) for k in new_state} != new_state:

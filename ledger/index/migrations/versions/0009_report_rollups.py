@@ -5,8 +5,10 @@ evaluation view by skill (medians of the runs' cost and duration). Both grouped 
 row on every report (a sort of a million rows, seconds on SQLite). `report_groups` keeps
 every run-level measure per session and per skill, plus each skill's runs' costs and
 durations sorted (packed in a blob: an exact median is the middle value), and the sync
-recomputes only the groups a changed run left or joined, found through the new indexes on
-`report_facts.session` / `skill`. The indexes on the run costs of the `auto` mode let `report
+recomputes only the groups a changed run left or joined: a session from its facts (the new
+index on `report_facts.session`), a skill (up to a million runs) from `report_group_days`, its
+measures per UTC day, of which only the days a change touched are recomputed (a range of the
+facts' key), its sorted figures updated by the changed runs' old and new values. The indexes on the run costs of the `auto` mode let `report
 run --limit N` walk the most expensive runs in order instead of sorting them all.
 
 `rank_auto` (each group's known cost, auto mode) is indexed so that `report session --limit
@@ -43,7 +45,7 @@ RUN_MEASURES = (
 )
 VERDICTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
 VALUES = ("values_cost_auto", "values_cost_reported", "values_cost_estimated", "values_duration_ms")
-FACT_INDEXES = (("ix_report_facts_session", "session"), ("ix_report_facts_skill", "skill"),
+FACT_INDEXES = (("ix_report_facts_session", "session"),
                 ("ix_report_facts_run_cost_auto", "run_cost_auto"),
                 ("ix_report_facts_run_cost_auto_partial", "run_cost_auto_partial"))
 
@@ -71,6 +73,17 @@ def upgrade() -> None:
     )
     # `--limit N` walks the groups' known costs (cost auto) in order
     op.create_index("ix_report_groups_kind_rank_auto", "report_groups", ["kind", "rank_auto"])
+    op.create_table(
+        "report_group_days",
+        sa.Column("kind", sa.Text(), nullable=False),
+        sa.Column("gnull", sa.SmallInteger(), nullable=False),
+        sa.Column("gkey", sa.Text(), nullable=False),
+        sa.Column("day", sa.BigInteger(), nullable=False),
+        *(sa.Column(name, _kind(name, func), nullable=True) for name, func in RUN_MEASURES),
+        *(sa.Column(name, sa.BigInteger(), nullable=True) for name in VERDICTS),
+        sa.PrimaryKeyConstraint("kind", "gnull", "gkey", "day", name="pk_report_group_days"),
+        sqlite_with_rowid=False,
+    )
     for name, column in FACT_INDEXES:
         op.create_index(name, "report_facts", [column])
     op.execute("DELETE FROM report_state WHERE key = 'group_rules'")  # filled by the next sync
@@ -79,5 +92,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     for name, _ in FACT_INDEXES:
         op.drop_index(name, table_name="report_facts")
+    op.drop_table("report_group_days")
     op.drop_table("report_groups")
     op.execute("DELETE FROM report_state WHERE key = 'group_rules'")
