@@ -23,7 +23,12 @@ Hazards (reference/stream-formats.md §C.2):
 * sessions near midnight UTC and resumed days later;
 * a legacy pre-envelope rollout (no usage);
 * junk: malformed JSON, non-UTF-8 bytes, a JSON array, an unknown line type, a `token_count`
-  without a cumulative total, and a torn last line.
+  without a cumulative total, a `function_call` without a name, and a torn last line;
+* tool calls before each model call's total: `function_call` (`exec_command`), now and then a
+  `custom_tool_call` (`apply_patch`), a `local_shell_call` or a `web_search_call` (no id: keyed
+  by its payload); a call's line written twice (the same bytes, or the same call id 5 ms
+  later); fork copies carry the parent's calls (counted once, as the parent's). The truth
+  (`History.tools`) lists each call once, under the thread that made it.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class History:
     calls: list[TrueCall]
     junk_lines: int
     torn_files: list[str]
+    tools: dict[str, dict[str, int]] = field(default_factory=dict)  # thread -> tool name -> calls
 
     def truth(self, by: tuple[str, ...] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
         out: dict[tuple, dict[str, Any]] = {}
@@ -97,6 +103,10 @@ class _Gen:
         self.rng = random.Random(seed)
         self.threads: list[_Thread] = []
         self.calls: list[TrueCall] = []
+        # tool lines draw from their own generator: the usage of a seed stays what it was
+        self.trng = random.Random(seed * 7919 + 1)
+        self.tools: dict[str, dict[str, int]] = {}
+        self.searches = 0
 
     def uid(self) -> str:
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
@@ -140,6 +150,7 @@ class _Gen:
         th.lines.append({"timestamp": _iso(t), "type": "response_item",
                          "payload": {"type": "function_call", "name": "exec_command", "arguments": "{}",
                                      "call_id": "call_" + self.uid()[:8]}})
+        self.tool_lines(th, t)
         t += timedelta(milliseconds=rng.randint(50, 5000))
         tc = {"timestamp": _iso(t), "type": "event_msg",
               "payload": {"type": "token_count",
@@ -160,6 +171,47 @@ class _Gen:
             again["timestamp"] = _iso(t + timedelta(milliseconds=12))
             th.lines.append(again)
         return t + timedelta(seconds=rng.randint(1, 120))
+
+    def tool(self, th: _Thread, name: str) -> None:
+        t = self.tools.setdefault(th.tid, {})
+        t[name] = t.get(name, 0) + 1
+
+    def tool_lines(self, th: _Thread, t: datetime) -> None:
+        """More tool lines after the exec_command call just written (its truth included)."""
+        tr = self.trng
+        self.tool(th, "exec_command")
+        last = th.lines[-1]
+        r = tr.random()
+        if r < 0.1:
+            th.lines.append(copy.deepcopy(last))                   # the same bytes again
+        elif r < 0.2:
+            again = copy.deepcopy(last)                            # the same call id 5 ms later
+            again["timestamp"] = _iso(t + timedelta(milliseconds=5))
+            th.lines.append(again)
+        r = tr.random()
+        cid = f"call_{tr.getrandbits(48):012x}"
+        if r < 0.2:
+            th.lines.append({"timestamp": _iso(t), "type": "response_item",
+                             "payload": {"type": "custom_tool_call", "status": "completed", "call_id": cid,
+                                         "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"}})
+            self.tool(th, "apply_patch")
+        elif r < 0.3:
+            th.lines.append({"timestamp": _iso(t), "type": "response_item",
+                             "payload": {"type": "local_shell_call", "call_id": cid, "status": "completed",
+                                         "action": {"type": "exec", "command": ["ls"]}}})
+            self.tool(th, "local_shell")
+        elif r < 0.45:
+            self.searches += 1
+            line = {"timestamp": _iso(t), "type": "response_item",
+                    "payload": {"type": "web_search_call", "status": "completed",
+                                "action": {"type": "search", "query": f"query {self.searches}"}}}
+            th.lines.append(line)
+            if tr.random() < 0.3:
+                th.lines.append(copy.deepcopy(line))               # an exact repeat of an id-less call
+            self.tool(th, "web_search")
+        elif r < 0.5:
+            th.lines.append(b'{"timestamp":"2026-03-10T00:00:00.000Z","type":"response_item",'
+                            b'"payload":{"type":"function_call","arguments":"{}","call_id":"call_noname"}}\n')
 
     def junk(self, th: _Thread) -> None:
         th.lines.append(self.rng.choice([
@@ -257,4 +309,4 @@ def generate(root: Path | None, threads: int = 8, seed: int = 0) -> History:
             p = Path(root) / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
-    return History(Path(root) if root is not None else None, files, g.calls, junk, [live.rel])
+    return History(Path(root) if root is not None else None, files, g.calls, junk, [live.rel], g.tools)

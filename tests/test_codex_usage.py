@@ -79,6 +79,12 @@ def test_reducer_equals_ground_truth(tmp_path, seed):
     # every junk line and the torn tail are reported with their file, none raised
     assert len(r.problems) == h.junk_lines + len(h.torn_files)
     assert any(p.file == h.torn_files[0] and "torn" in p.reason for p in r.problems)
+    # tool calls: each once, under the thread that made it, although fork copies, repeats and
+    # the archived copy put far more call lines in the files
+    assert r.tools() == h.tools
+    assert {s.session_id: s.tools for s in r.sessions() if s.tools} == h.tools
+    lines = sum(d.count(b'"type":"response_item"') for d in files.values())  # (the generator writes calls only)
+    assert lines > 1.3 * sum(sum(t.values()) for t in h.tools.values())
 
 
 def test_generator_covers_restarts_and_forks_of_forks():
@@ -145,6 +151,7 @@ def test_file_order_does_not_change_totals(seed, shuffle):
     shuffle.shuffle(order)
     r = feed_all(h.files, order)
     assert r.totals() == h.truth() and r.totals(("session",)) == h.truth(("session",))
+    assert r.tools() == h.tools
 
 
 @_prop
@@ -163,7 +170,8 @@ def test_duplicating_any_line_or_file_does_not_change_totals(seed, pick, copy_fi
     if copy_file:  # a rollout moved to archived_sessions/ while the old copy stayed
         other = pick.choice(sorted(f for f in files if f.startswith("sessions/")))
         files["archived_sessions/" + other.rsplit("/", 1)[1]] = files[other]
-    assert feed_all(files).totals() == h.truth()
+    r = feed_all(files)
+    assert r.totals() == h.truth() and r.tools() == h.tools
 
 
 @_prop
@@ -188,6 +196,7 @@ def test_split_feed_from_serialised_state_gives_the_same_result(seed, cuts, mid_
     assert r.totals() == whole.totals() == h.truth()
     assert sorted(r.deltas(), key=repr) == sorted(whole.deltas(), key=repr)
     assert r.sessions() == whole.sessions()
+    assert r.tools() == whole.tools() == h.tools
 
 
 # ---- one regression test per hazard ----------------------------------------------------------
@@ -367,3 +376,111 @@ def test_thread_of_path():
     assert thread_of_path(path(P.upper())) == P
     assert thread_of_path("x/other.jsonl") == "x/other.jsonl"
     assert thread_of_path(path(P)[:-6] + ".gen2.jsonl") == P  # an archive generation
+
+
+# ---- tool calls ---------------------------------------------------------------------------------
+
+def call(ts, kind, name=None, call_id=None, **payload):
+    p = {"type": kind, **payload}
+    if name is not None:
+        p["name"] = name
+    if call_id is not None:
+        p["call_id"] = call_id
+    return {"timestamp": ts, "type": "response_item", "payload": p}
+
+
+def search(ts, query):
+    return call(ts, "web_search_call", status="completed", action={"type": "search", "query": query})
+
+
+def tools_history(rewrite: bool) -> dict[str, bytes]:
+    """A parent thread with 6 calls (one line written twice, one call id written again later,
+    one id-less search written twice), its fork copying 4 of them (at fork time, or with the
+    original times) and making 2 of its own; a call's output is no call."""
+    ex1 = call("2026-03-10T10:00:01.000Z", "function_call", "exec_command", "c1", arguments="{}")
+    patch = call("2026-03-10T10:00:02.000Z", "custom_tool_call", "apply_patch", "c2", input="*** Begin Patch")
+    s1 = search("2026-03-10T10:00:03.000Z", "ledger docs")
+    shell = call("2026-03-10T10:00:04.000Z", "local_shell_call", call_id="c3", status="completed",
+                 action={"type": "exec", "command": ["ls"]})
+    mcp = call("2026-03-10T10:00:05.000Z", "function_call", "mcp__git__status", "c4", arguments="{}")
+    ex2 = call("2026-03-10T10:00:06.000Z", "function_call", "exec_command", "c5", arguments="{}")
+    parent = jl(meta(P), ctx("m"), ex1, ex1, patch, dict(patch, timestamp="2026-03-10T10:00:02.005Z"), s1, s1,
+                shell, tc("2026-03-10T10:00:04.500Z", 100, 0, 10), mcp, ex2, tc("2026-03-10T10:00:07.000Z", 200, 0, 20),
+                {"timestamp": "2026-03-10T10:00:08.000Z", "type": "response_item",
+                 "payload": {"type": "function_call_output", "call_id": "c5", "output": "Process exited with code 1"}})
+    copies = [ex1, patch, s1, shell, tc("2026-03-10T10:00:04.500Z", 100, 0, 10)]
+    if rewrite:  # the client writes the copies at fork time
+        copies = [dict(x, timestamp=f"2026-03-11T09:00:00.00{i}Z") for i, x in enumerate(copies)]
+    child = jl(meta(C, "2026-03-11T09:00:00.000Z", parent=P), meta(P), ctx("m"), *copies,
+               call("2026-03-11T09:00:01.000Z", "function_call", "exec_command", "c9", arguments="{}"),
+               search("2026-03-11T09:00:02.000Z", "other"),
+               tc("2026-03-11T09:00:03.000Z", 150, 0, 15))
+    return {path(P): parent, path(C, "2026/03/11", "2026-03-11T09-00-00"): child}
+
+
+PARENT_TOOLS = {"exec_command": 2, "apply_patch": 1, "web_search": 1, "local_shell": 1, "mcp__git__status": 1}
+CHILD_TOOLS = {"exec_command": 1, "web_search": 1}
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_tool_calls_count_once_per_call_hand_checked(rewrite):
+    files = tools_history(rewrite)
+    # the same child also under archived_sessions/ (it sorts before sessions/)
+    files["archived_sessions/" + path(C, "2026/03/11", "2026-03-11T09-00-00").rsplit("/", 1)[1]] = files[
+        path(C, "2026/03/11", "2026-03-11T09-00-00")]
+    for order in (list(files), list(files)[::-1]):
+        r = feed_all(files, order)
+        assert r.tools() == {P: PARENT_TOOLS, C: CHILD_TOOLS}
+        assert {s.session_id: s.tools for s in r.sessions()} == {P: PARENT_TOOLS, C: CHILD_TOOLS}
+        assert r.problems == []
+
+
+def test_tool_call_names_and_bad_calls():
+    data = jl(meta(P), call("2026-03-10T10:00:01.000Z", "tool_search_call", call_id="t1"),
+              call("2026-03-10T10:00:02.000Z", "image_generation_call", id="ig_1", status="completed"),
+              call("2026-03-10T10:00:03.000Z", "image_generation_call", id="ig_1", status="completed"),
+              call("2026-03-10T10:00:04.000Z", "function_call", call_id="c1", arguments="{}"),    # no name: problem
+              call("2026-03-10T10:00:05.000Z", "function_call", "", "c2"),                         # empty name: problem
+              {"timestamp": "2026-03-10T10:00:06.000Z", "type": "response_item", "payload": {"type": ["x"]}},
+              call("2026-03-10T10:00:07.000Z", "reasoning", summary=[]),
+              call("2026-03-10T10:00:08.000Z", "custom_tool_call_output", call_id="c3", output="ok"))
+    r = feed_all({path(P): data})
+    assert r.tools() == {P: {"tool_search": 1, "image_generation": 1}}
+    assert [(p.line, p.reason) for p in r.problems] == [(5, "function_call without a name: not counted"),
+                                                        (6, "function_call without a name: not counted")]
+
+
+def test_tool_calls_without_session_meta_belong_to_the_files_thread():
+    r = feed_all({path(G): jl(call("2026-03-10T10:00:01.000Z", "function_call", "shell", "c1"))})
+    assert r.tools() == {G: {"shell": 1}} and r.sessions() == []
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_tool_counts_survive_the_state_round_trip_at_every_line(rewrite):
+    """Appending the files line by line through serialised state counts what one read does."""
+    files = tools_history(rewrite)
+    state = None
+    for rel, data in files.items():
+        ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+        for p in ends:
+            r = CodexUsage(orjson.loads(orjson.dumps(state)) if state else None)
+            off = r.offset(rel)
+            r.feed(rel, data[off:p], off)
+            state = r.state()
+    r = CodexUsage(state)
+    assert r.tools() == feed_all(files).tools() == {P: PARENT_TOOLS, C: CHILD_TOOLS}
+
+
+def test_a_version_1_state_is_refused_it_has_no_tool_calls():
+    r = feed_all(tools_history(False))
+    v1 = {k: v for k, v in r.state().items() if k != "calls"} | {"v": 1}
+    with pytest.raises(ValueError):
+        CodexUsage(v1)
+
+
+def test_real_0_169_line_types_are_known():
+    """Codex 0.169 writes `world_state` and `token_usage_record` lines: not problems."""
+    data = jl(meta(P), {"timestamp": "2026-03-10T10:00:00.000Z", "type": "world_state", "payload": {"full": True}},
+              {"timestamp": "2026-03-10T10:00:01.000Z", "type": "token_usage_record",
+               "payload": {"response_id": "r1", "usage": {"input_tokens": 5}}})
+    assert feed_all({path(P): data}).problems == []

@@ -41,8 +41,22 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
   write stays None (unknown, not 0).
 * **No cost**: rollouts carry none, so `cost_usd` is always None (unknown); the estimate from a
   price table is made elsewhere.
+* **Tool calls** are the `response_item` lines whose payload is a call: `function_call` and
+  `custom_tool_call` (counted under their `name`: `exec_command`, `apply_patch`,
+  `mcp__server__tool`, ...), `local_shell_call` (`local_shell`), `web_search_call`
+  (`web_search`), `tool_search_call` (`tool_search`), `image_generation_call`
+  (`image_generation`). A call is counted once per chain: its key is its `call_id` (else its
+  `id`), so a fork's copies of the parent's calls, exact repeats, and the same rollout under
+  `sessions/` and `archived_sessions/` add nothing. A call with neither (a `web_search_call`)
+  is keyed by its whole payload: a fork writes its copies at fork time, so the line's own
+  timestamp cannot be part of the key; two identical such calls of one chain (the same search
+  twice in one turn: the payload holds the turn id on current builds) count once. Like a
+  level, a call belongs to the thread whose file holds its earliest copy (time, then the
+  earliest started thread, then file and line: a fork that kept the original times is not
+  the caller). Results (`function_call_output`) are not read: their text does not say clearly
+  whether the tool failed.
 * Bad input (not JSON, not an object, non-UTF-8, an unknown line type, a `token_count` whose
-  total is not a usage object, a torn last line) is skipped and reported in `problems` with
+  total is not a usage object, a call without a name, a torn last line) is skipped and reported in `problems` with
   file, line number and reason; never an exception. Legacy pre-envelope rollouts (a bare
   `{id, timestamp}` line, then bare items) carry no usage and are read without complaint.
 
@@ -50,7 +64,7 @@ Incremental use: `state()` is a dict of plain JSON values; `CodexUsage(state)` c
 it, and `feed(file, data, offset)` takes the bytes of `file` from `offset` (the value the
 previous `feed` returned for it). Only complete lines are consumed: a torn tail is left for
 the next pass. Memory is bounded by the number of distinct levels (about one per model call)
-plus one small cursor and one session summary per file.
+and of distinct tool calls, plus one small cursor and one session summary per file.
 
 Open questions (not decided here): a fork whose copy holds no `session_meta` of the parent
 (none seen in Codex's source; the ccusage fixtures strip them) is keyed by its own
@@ -60,15 +74,17 @@ above the previous total on every counter cannot be told from a continuation.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+import orjson
 
 from ledger.records.timefmt import format_utc, parse_rfc3339
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: tool calls (a version-1 state has none for the bytes it consumed)
 
 # Raw cumulative fields, in the order a level stores them.
 RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
@@ -79,20 +95,30 @@ _IN, _CACHED, _WRITE, _OUT, _REASON = range(5)
 
 # Envelope kinds Codex writes; anything else is reported. Legacy pre-envelope rollouts hold
 # bare ResponseItems, whose kinds are known too (they carry no usage).
-KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted",
+                         # written by 0.169 (a context snapshot; per-response usage, which the
+                         # cumulative token_count already holds): nothing to count in them
+                         "world_state", "token_usage_record"})
 LEGACY_ITEM_TYPES = frozenset({
     "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
     "custom_tool_call_output", "local_shell_call", "web_search_call", "tool_search_call",
     "tool_search_output", "image_generation_call", "ghost_snapshot", "compaction", "other",
 })
+# response_item payload types that are tool calls: counted under their own `name`, or a fixed one
+NAMED_CALLS = frozenset({"function_call", "custom_tool_call"})
+CALL_NAMES = {"local_shell_call": "local_shell", "web_search_call": "web_search",
+              "tool_search_call": "tool_search", "image_generation_call": "image_generation"}
 # the thread uuid ends a rollout's name; an archive generation adds `.genN` (`.genN.M`)
 _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
 
-# Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model]
-_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL = range(6)
+# Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
+# own thread's start (its session_meta's time)]
+_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START = range(7)
 # Level entry layout: [time, model, session, file, line, [predecessor level keys ("" = zero)]]
 _L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_PREDS = range(6)
+# Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
+_C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
 
 @dataclass(frozen=True)
@@ -138,6 +164,7 @@ class Session:
     started: str | None
     ended: str | None
     files: tuple[str, ...]
+    tools: dict[str, int] = field(default_factory=dict)  # tool name -> calls attributed to the thread
 
 
 def _count(v: Any) -> int | None:
@@ -201,6 +228,9 @@ class CodexUsage:
         # own thread id -> session summary fields (from the file's first session_meta)
         self._sessions: dict[str, dict[str, Any]] = {
             k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
+        # chain -> call key -> entry (layout above)
+        self._calls: dict[str, dict[str, list[Any]]] = {
+            c: {k: list(e) for k, e in calls.items()} for c, calls in s.get("calls", {}).items()}
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
 
@@ -210,6 +240,7 @@ class CodexUsage:
                 "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS])] for k, e in lv.items()}
                            for c, lv in self._chains.items()},
                 "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
+                "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
                 "problem_count": self.problem_count}
 
     def offset(self, file: str) -> int:
@@ -229,7 +260,7 @@ class CodexUsage:
         cur = self._files.get(file)
         if cur is None:
             # before any session_meta: the shared chain "" (see the module's rules)
-            cur = self._files[file] = [0, 0, None, "", None, None]
+            cur = self._files[file] = [0, 0, None, "", None, None, None]
         if offset != cur[_F_OFF]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
         end = complete_end(data)
@@ -259,6 +290,8 @@ class CodexUsage:
             cur[_F_MODEL] = _str(payload.get("model")) or cur[_F_MODEL]
         elif kind == "event_msg" and payload.get("type") == "token_count":
             self._token_count(payload, ts, cur, file, lineno)
+        elif kind == "response_item":
+            self._call(payload, ts, cur, file, lineno)
         own = cur[_F_OWN]
         if own is not None and ts is not None:
             s = self._sessions[own]
@@ -278,6 +311,7 @@ class CodexUsage:
         if cur[_F_OWN] is not None:
             return  # a copied parent meta (or a repeat): the file's own thread stays the first one
         cur[_F_OWN] = sid
+        cur[_F_START] = _utc(p.get("timestamp")) or ts
         git = p.get("git") if isinstance(p.get("git"), dict) else {}
         s = self._sessions.get(sid)
         if s is None:
@@ -328,6 +362,31 @@ class CodexUsage:
         elif e[_L_MODEL] is None:
             e[_L_MODEL] = model
 
+    def _call(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+        kind = p.get("type")
+        if type(kind) is not str:
+            return  # (not a call: a list or object here is not even hashable)
+        if kind in NAMED_CALLS:
+            name = _str(p.get("name"))
+            if name is None:
+                self._problem(file, lineno, f"{kind} without a name: not counted")
+                return
+        else:
+            name = CALL_NAMES.get(kind)
+            if name is None:
+                return  # a message, reasoning, a call's output, ...
+        cid = _str(p.get("call_id")) or _str(p.get("id"))
+        # without an id: the payload (a fork's copy has the same payload, not the same timestamp)
+        key = f"id:{cid}" if cid else "p:" + hashlib.sha256(orjson.dumps(p)).hexdigest()[:32]
+        calls = self._calls.setdefault(cur[_F_CHAIN], {})
+        e = calls.get(key)
+        start = cur[_F_START]
+        # the earliest copy; a fork that kept the original times ties: the thread that existed
+        # first made the call (a path order would give it to a fork under archived_sessions/)
+        if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
+                e[_C_TS] is None, e[_C_TS] or "", e[_C_START] is None, e[_C_START] or "", e[_C_FILE], e[_C_LINE]):
+            calls[key] = [ts, cur[_F_OWN] or thread_of_path(file), file, lineno, name, start]
+
     # ---- results -----------------------------------------------------------------------
     def deltas(self) -> Iterator[Delta]:
         for chain, levels in self._chains.items():
@@ -352,9 +411,21 @@ class CodexUsage:
                 yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], counters, restart, e[_L_FILE],
                             e[_L_LINE])
 
+    def tools(self) -> dict[str, dict[str, int]]:
+        """Tool calls per thread (the thread whose file holds a call's earliest copy) and name,
+        each call counted once. Threads without a `session_meta` are keyed by their file's name."""
+        out: dict[str, dict[str, int]] = {}
+        for calls in self._calls.values():
+            for e in calls.values():
+                t = out.setdefault(e[_C_SESSION], {})
+                t[e[_C_NAME]] = t.get(e[_C_NAME], 0) + 1
+        return out
+
     def sessions(self) -> list[Session]:
+        tools = self.tools()
         return [Session(sid, v["forked_from_id"], v["cwd"], v["originator"], v["source"], v["cli_version"],
-                        v["git_branch"], v["git_repository_url"], v["started"], v["ended"], tuple(v["files"]))
+                        v["git_branch"], v["git_repository_url"], v["started"], v["ended"], tuple(v["files"]),
+                        tools.get(sid, {}))
                 for sid, v in sorted(self._sessions.items())]
 
     def totals(self, by: Iterable[str] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
