@@ -197,6 +197,7 @@ class _Claude:
 class _Codex:
     harness = "codex"
     provider = "openai"
+    state_v = 2  # codex_usage.STATE_VERSION (2: tool calls): an index holding an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:
@@ -213,8 +214,11 @@ class _Codex:
             surface = "headless" if headless else ("interactive" if interactive else None)
             s = out[info.session_id] = _Session(info.session_id, info.started, info.ended, info.cwd,
                                                 info.git_repository_url, info.git_branch, surface,
-                                                parent=info.forked_from_id)
+                                                parent=info.forked_from_id, tools=dict(info.tools))
             s.files.update(info.files)
+        for sid, tools in usage.tools().items():  # (a thread without a session_meta: by its file name)
+            if sid not in out:
+                out[sid] = _Session(sid, tools=dict(tools))
         for d in usage.deltas():
             sid = d.session_id or d.chain
             s = out.get(sid)
@@ -252,6 +256,12 @@ class _Gemini:
 
 
 CLIENTS = {"claude": _Claude, "codex": _Codex, "gemini": _Gemini}
+
+
+def _state_v(spec: Any) -> int:
+    """The version of a client's reducer state (its module's STATE_VERSION, kept here so that a
+    pass that finds nothing new imports no reducer; tests check they agree)."""
+    return getattr(spec, "state_v", 1)
 
 
 # ---------------------------------------------------------------- the source
@@ -340,7 +350,10 @@ class LogPass:
             row = None if ctx.fresh else conn.execute(
                 sa.select(state_t.c.state).where(state_t.c.home_id == h, state_t.c.source == src.name)).first()
         cur = orjson.loads(row[0]) if row is not None else {"v": STATE_V, "files": {}}
-        if not ctx.full and marker is not None and cur.get("marker") == marker:
+        # the reducer state was folded by an older reducer (it lacks what a newer one counts, e.g.
+        # Codex tool calls): the whole archive is read again, once, whether it changed or not
+        stale = row is not None and cur.get("rv", 1) != _state_v(src.spec)
+        if not ctx.full and not stale and marker is not None and cur.get("marker") == marker:
             # no import archived anything since the last pass: no walk (--full walks). Record
             # runs written in this pass may hold one of the sessions (counted once): relink
             if not self.runs_changed or row is None:
@@ -358,12 +371,12 @@ class LogPass:
             changed = [rel for rel, st in files.items() if known.get(rel) != [st.st_size, st.st_ino]]
             # (a plain file's cursor is its size read; a zstd file's the end of its last whole frame)
             gone = [rel for rel in known if rel not in files]
-            if not changed and not gone and not self.runs_changed:
+            if not changed and not gone and not self.runs_changed and not stale:
                 if marker != cur.get("marker"):  # (an import that added nothing here)
                     conn.execute(sa.update(state_t).where(state_t.c.home_id == h, state_t.c.source == src.name)
                                  .values(state=orjson.dumps({**cur, "marker": marker}).decode()))
                 return False
-            reset = bool(gone) or any(
+            reset = stale or bool(gone) or any(
                 rel in known and (files[rel].st_size < known[rel][0] or files[rel].st_ino != known[rel][1])
                 for rel in changed)
             reducer_row = None if (reset or row is None) else conn.execute(
@@ -396,7 +409,8 @@ class LogPass:
             conn.execute(sa.delete(state_t).where(state_t.c.home_id == h,
                                                   state_t.c.source.in_([src.name, src.name + "/reducer"])))
             rows = [{"home_id": h, "source": src.name, "state": orjson.dumps(
-                {"v": STATE_V, "files": known, "marker": marker}).decode(), "indexed_at": now}]
+                {"v": STATE_V, "rv": _state_v(src.spec), "files": known, "marker": marker}).decode(),
+                "indexed_at": now}]
             if fed or reducer_row is not None or reset or row is None:
                 rows.append({"home_id": h, "source": src.name + "/reducer",
                              "state": orjson.dumps(usage.state()).decode(), "indexed_at": now})
