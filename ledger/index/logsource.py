@@ -13,7 +13,7 @@ commands:
   2.1.x `cost-state` deltas, 2.0.x `costUSD`) with `final_receipt` true, and `est_cost_usd`
   the estimate priced per API response (a long-context tier applies per request, so a sum
   must not be priced as one request);
-- `tool_uses` per tool name (Claude: each `tool_use` block id once);
+- `tool_uses` per tool name (Claude: each `tool_use` block id once; Codex: each call id once);
 - `log_sessions`: every session found. One that `ledger run` recorded (same provider
   session id, same harness) is counted once: the run record wins, `linked_run_id` names it
   and the session has no `runs` row. A session without any API response or cost (its
