@@ -82,7 +82,8 @@ def test_real_codex_tool_calls_equal_the_clients_and_the_run_records(home, tmp_p
         doc = ledger(home, "run", "--json", "--", *codex_argv("run echo hi, then false"),
                      env=codex_env(tmp_path, mp), timeout=120)
     ledger(home, "import", "codex", "--from", env["CODEX_HOME"], "--json")
-    recorded = ledger(home, "sql", "--json", f"SELECT tool_name, uses FROM tool_uses_v WHERE run_id = '{doc['run_id']}'")
+    recorded = ledger(home, "sql", "--json",
+                      f"SELECT tool_name, uses FROM tool_uses_v WHERE run_id = '{doc['run_id']}'")
     # `codex exec --json` names a shell command's item command_execution; the rollout names the
     # function the model called
     assert recorded == [{"tool_name": "command_execution", "uses": 2}]
