@@ -268,9 +268,11 @@ class IndexCursor(Base):
 class IndexShard(Base):
     """The indexer's view of one shard directory (`runs/<xx>/`) of a home.
 
-    `sealed`: when last scanned, every record in it was settled (or damaged) and its files
-    had been quiet for SEAL_GRACE. While the shard directory's signature (`dir_sig`) stays
-    the same (a new or removed run changes it), a pass does not look inside a sealed shard.
+    `sealed`: when last scanned, every record in it was settled, damaged or abandoned (its
+    launcher gone for good) and its files had been quiet for SEAL_GRACE. While the shard
+    directory's signature (`dir_sig`) stays the same (a new or removed run changes it), a
+    pass does not list a sealed shard: it stats only its damaged and abandoned records, whose
+    change opens it again (ledger.index.sealing).
     """
 
     __tablename__ = "index_shards"
