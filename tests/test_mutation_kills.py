@@ -210,7 +210,8 @@ def test_attempt_events_fold_into_one_row_per_attempt():
 
 # the result event's verdict facts (ledger additions), absent from these events
 NO_VERDICT_FACTS = {"stop_reason": None, "stopped_by": None, "evidence": None,
-                    "evidence_reason": None, "error": None, "expected_skill": None, "exit_code": None}
+                    "evidence_reason": None, "error": None, "expected_skill": None, "exit_code": None,
+                    "command": None, "command_cut": False}
 
 
 def test_result_event_outcome_and_duration():
@@ -223,6 +224,12 @@ def test_result_event_outcome_and_duration():
     assert state["result"] == {"outcome": "error", "duration_secs": None, **NO_VERDICT_FACTS}
     state = fold_all([{"schema_version": 1, "seq": 1, "type": "text"}])
     assert state["result"] is None
+    # the launched command (redacted argv) and the exit code are kept (issue 12)
+    state = fold_all([{"schema_version": 1, "seq": 1, "type": "result", "outcome": "failed", "exit_code": 3,
+                       "command": ["sh", "-c", "exit 3"]}])
+    assert state["result"] == {**NO_VERDICT_FACTS, "outcome": "failed", "duration_secs": None, "exit_code": 3,
+                               "command": ["sh", "-c", "exit 3"]}
+    assert fold.command_text(state["result"]) == "sh -c 'exit 3'"
 
 
 def _events_bytes() -> bytes:
