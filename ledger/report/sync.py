@@ -363,7 +363,9 @@ def _load_streams(conn: Any, keys: Sequence[tuple[int, str]]) -> dict[tuple[int,
     out: dict[tuple[int, str], list[Any]] = {}
     if not keys:
         return out
-    for st in conn.execute(sa.select(*_STREAM_COLS).where(keys_in(streams_t.c.home_id, streams_t.c.run_id, keys))):
+    s = streams_t.c
+    q = sa.select(*_STREAM_COLS).where(keys_in(s.home_id, s.run_id, keys)).order_by(s.home_id, s.run_id, s.stream_id)
+    for st in conn.execute(q):  # (in key order: a model's streams are summed in that order)
         out.setdefault((st.home_id, st.run_id), []).append(st)
     return out
 
@@ -684,6 +686,9 @@ def refresh_groups(conn: Any, groups: set[tuple[str, str | None]] | None,
                 _refresh_values(conn, kind, where)
 
 
+# On SQLite a full sync builds the facts through the driver (ledger.report.fullsync, ~3x
+# faster); False takes the Core path below, as other databases do (tests compare the two).
+DRIVER_FULL_SYNC = True
 NOTIFY_AT = 10_000  # a full sync of more runs than this says so on stderr (it takes a while)
 
 
@@ -698,6 +703,11 @@ def _full(conn: Any, builder: FactBuilder, notify: Callable[[str], None] | None)
     # (before the runs are read: a change committed after this statement stays logged and is
     # rebuilt by the next sync, one committed before it is read below)
     conn.execute(sa.delete(changes_t))
+    if conn.dialect.name == "sqlite" and DRIVER_FULL_SYNC:
+        from ledger.report.fullsync import write_all
+
+        write_all(conn.connection.driver_connection, builder)
+        return
     r = runs_t.c
     unused: set[int] = set()  # the rollups are rebuilt whole after a full sync
     for (home_id,) in conn.execute(sa.select(homes_t.c.home_id).order_by(homes_t.c.home_id)).fetchall():
