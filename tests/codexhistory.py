@@ -28,7 +28,15 @@ Hazards (reference/stream-formats.md §C.2):
   `custom_tool_call` (`apply_patch`), a `local_shell_call` or a `web_search_call` (no id: keyed
   by its payload); a call's line written twice (the same bytes, or the same call id 5 ms
   later); fork copies carry the parent's calls (counted once, as the parent's). The truth
-  (`History.tools`) lists each call once, under the thread that made it.
+  (`History.tools`) lists each call once, under the thread that made it;
+* tool results where the rollout states them: 0.169's `item_completed` `CommandExecution`
+  (completed / failed / declined; in progress is none), the old `shell` tool's JSON output
+  (`metadata.exit_code`), `patch_apply_end` (`success`), an MCP call's `mcp_tool_call_end`
+  (`Err`, `isError`, an error envelope: semantic-error); and results that say nothing (output
+  text, a web search): unknown. A result line written twice, fork copies of results. The
+  truth (`History.results`): per thread and tool [ok, error, semantic-error];
+* forks that kept the original times now and then moved to `archived_sessions/` (that path
+  sorts before the parent's: a tie on time must still give the parent its own usage).
 """
 
 from __future__ import annotations
@@ -68,6 +76,8 @@ class History:
     junk_lines: int
     torn_files: list[str]
     tools: dict[str, dict[str, int]] = field(default_factory=dict)  # thread -> tool name -> calls
+    # thread -> tool name -> [ok, error, semantic-error] (a call without a stated result: in neither)
+    results: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
     def truth(self, by: tuple[str, ...] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
         out: dict[tuple, dict[str, Any]] = {}
@@ -96,6 +106,7 @@ class _Thread:
     models: list[str]
     lines: list[Any] = field(default_factory=list)   # dicts, or raw bytes (junk)
     total: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    kept_times: bool = False         # a fork whose copies kept the parent's timestamps
 
 
 class _Gen:
@@ -106,6 +117,7 @@ class _Gen:
         # tool lines draw from their own generator: the usage of a seed stays what it was
         self.trng = random.Random(seed * 7919 + 1)
         self.tools: dict[str, dict[str, int]] = {}
+        self.results: dict[str, dict[str, list[int]]] = {}
         self.searches = 0
 
     def uid(self) -> str:
@@ -176,6 +188,36 @@ class _Gen:
         t = self.tools.setdefault(th.tid, {})
         t[name] = t.get(name, 0) + 1
 
+    def result(self, th: _Thread, name: str, status: str | None, line: dict[str, Any], t: datetime) -> None:
+        """The result line of the call just written (status None: one that states nothing)."""
+        th.lines.append({"timestamp": _iso(t + timedelta(milliseconds=3)), **line})
+        if self.trng.random() < 0.1:
+            th.lines.append(copy.deepcopy(th.lines[-1]))           # a result written twice
+        if status is not None:
+            r = self.results.setdefault(th.tid, {}).setdefault(name, [0, 0, 0])
+            r[("ok", "error", "semantic-error").index(status)] += 1
+
+    def exec_result(self, th: _Thread, cid: str, t: datetime) -> None:
+        tr = self.trng
+        r = tr.random()
+        if r < 0.45:  # 0.169: the command's item_completed (its id is the call id)
+            status = tr.choice(["completed", "completed", "failed", "declined", "in_progress"])
+            code = {"completed": 0, "failed": tr.randint(1, 255), "declined": -1}.get(status)
+            item = {"type": "CommandExecution", "id": cid, "command": ["/bin/bash", "-lc", "true"], "status": status}
+            if code is not None:
+                item["exit_code"] = code
+            self.result(th, "exec_command", {"in_progress": None, "completed": "ok"}.get(status, "error"),
+                        {"type": "event_msg", "payload": {"type": "item_completed", "thread_id": th.tid,
+                                                          "turn_id": "t", "item": item}}, t)
+        elif r < 0.7:  # the output text alone: says nothing clear
+            self.result(th, "exec_command", None, {"type": "response_item", "payload": {
+                "type": "function_call_output", "call_id": cid,
+                "output": f"Chunk ID: ab12\nProcess exited with code {tr.randint(0, 1)}\nOutput:\n"}}, t)
+        # (else no result line at all: unknown)
+
+    def shell_output(self, code: int) -> str:
+        return orjson.dumps({"output": "x\n", "metadata": {"exit_code": code, "duration_seconds": 0.1}}).decode()
+
     def tool_lines(self, th: _Thread, t: datetime) -> None:
         """More tool lines after the exec_command call just written (its truth included)."""
         tr = self.trng
@@ -188,6 +230,7 @@ class _Gen:
             again = copy.deepcopy(last)                            # the same call id 5 ms later
             again["timestamp"] = _iso(t + timedelta(milliseconds=5))
             th.lines.append(again)
+        self.exec_result(th, last["payload"]["call_id"], t)
         r = tr.random()
         cid = f"call_{tr.getrandbits(48):012x}"
         if r < 0.2:
@@ -195,11 +238,33 @@ class _Gen:
                              "payload": {"type": "custom_tool_call", "status": "completed", "call_id": cid,
                                          "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"}})
             self.tool(th, "apply_patch")
+            if tr.random() < 0.7:
+                ok = tr.random() < 0.7
+                self.result(th, "apply_patch", "ok" if ok else "error", {"type": "event_msg", "payload": {
+                    "type": "patch_apply_end", "call_id": cid, "stdout": "", "stderr": "", "success": ok}}, t)
         elif r < 0.3:
             th.lines.append({"timestamp": _iso(t), "type": "response_item",
                              "payload": {"type": "local_shell_call", "call_id": cid, "status": "completed",
                                          "action": {"type": "exec", "command": ["ls"]}}})
             self.tool(th, "local_shell")
+            code = tr.choice([0, 0, 2])
+            self.result(th, "local_shell", "ok" if code == 0 else "error", {"type": "response_item", "payload": {
+                "type": "function_call_output", "call_id": cid, "output": self.shell_output(code)}}, t)
+        elif r < 0.38:
+            name = "mcp__git__status"
+            th.lines.append({"timestamp": _iso(t), "type": "response_item",
+                             "payload": {"type": "function_call", "name": name, "arguments": "{}", "call_id": cid}})
+            self.tool(th, name)
+            inv = {"server": "git", "tool": "status", "arguments": {}}
+            status, res = tr.choice([("ok", {"Ok": {"content": [{"type": "text", "text": "clean"}]}}),
+                                     ("error", {"Ok": {"content": [{"type": "text", "text": "no repo"}],
+                                                       "isError": True}}),
+                                     ("semantic-error", {"Ok": {"content": [{"type": "text",
+                                                                             "text": "Error: not a git repo"}]}}),
+                                     ("error", {"Err": "tool call failed: timeout"})])
+            self.result(th, name, status, {"type": "event_msg", "payload": {
+                "type": "mcp_tool_call_end", "call_id": cid, "invocation": inv,
+                "duration": {"secs": 0, "nanos": 1}, "result": res}}, t)
         elif r < 0.45:
             self.searches += 1
             line = {"timestamp": _iso(t), "type": "response_item",
@@ -250,6 +315,7 @@ class _Gen:
                if isinstance(x, dict) and x["payload"].get("type") == "token_count" and x["payload"]["info"]]
         cut = rng.choice(tcs[-3:])
         rewrite = rng.random() < 0.5  # the real client writes the copies at fork time
+        child.kept_times = not rewrite
         ct = t
         for x in parent.lines[:cut + 1]:
             if isinstance(x, dict):
@@ -291,6 +357,10 @@ def generate(root: Path | None, threads: int = 8, seed: int = 0) -> History:
     # a live session's torn last line: a token_count still being written (not in the truth)
     live = g.threads[-1]
     live.lines.append(b'{"timestamp":"2026-03-20T10:00:00.000Z","type":"event_msg","payload":{"type":"token_count","in')
+    # a fork that kept the original times, moved by the client to archived_sessions/ (its path
+    # sorts before its parent's: their copies tie on time)
+    for th in [x for x in g.threads if x.kept_times][::2]:
+        th.rel = "archived_sessions/" + th.rel.rsplit("/", 1)[1]
     files: dict[str, bytes] = {}
     junk = 0
     for th in g.threads:
@@ -309,4 +379,4 @@ def generate(root: Path | None, threads: int = 8, seed: int = 0) -> History:
             p = Path(root) / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
-    return History(Path(root) if root is not None else None, files, g.calls, junk, [live.rel], g.tools)
+    return History(Path(root) if root is not None else None, files, g.calls, junk, [live.rel], g.tools, g.results)

@@ -1,7 +1,9 @@
 """Tool counts of imported Codex threads in the index (issue 15): `tool_uses` rows equal the
 synthetic history's truth (tests/codexhistory.py: each call once, under the thread that made
-it, whatever the fork copies and repeats), on SQLite and PostgreSQL; an index whose Codex
-state was folded before tool calls were counted reads the archive again, once."""
+it, whatever the fork copies and repeats), with the results the rollouts state (ok / error /
+semantic-error, the rest unknown), and `runs.tool_calls` / `tool_ok` / `tool_errors` are their
+sums, on SQLite and PostgreSQL; an index whose Codex state was folded before tool calls were
+counted reads the archive again, once."""
 
 from __future__ import annotations
 
@@ -48,8 +50,27 @@ def test_codex_tool_uses_equal_the_ground_truth(home, tmp_path, db_url):
     lines = sum(d.count(b'"type":"response_item"') for d in h.files.values())
     calls = sum(r["uses"] for r in rows)
     assert calls == sum(sum(t.values()) for t in h.tools.values()) and lines > 1.3 * calls
-    # results are not read from rollouts: every use's result is unknown, none counted ok or failed
-    assert all((r["ok"], r["errors"], r["semantic_errors"], r["unknown"]) == (0, 0, 0, r["uses"]) for r in rows)
+    # results: the ones the rollouts state, each call's once; the rest unknown (not 0, not ok)
+    got = {(r["run_id"], r["tool_name"]): [r["ok"], r["errors"], r["semantic_errors"], r["unknown"]] for r in rows}
+    want = {}
+    for tid, tools in h.tools.items():
+        for name, n in tools.items():
+            ok, err, sem = h.results.get(tid, {}).get(name, [0, 0, 0])
+            want[(f"codex-{tid}", name)] = [ok, err, sem, n - ok - err - sem]
+    assert got == want
+    totals = [sum(v[i] for v in want.values()) for i in range(4)]
+    assert all(totals), totals  # every kind of result is there, and unknown ones too
+    runs = json.loads(cli("sql", "--db", db_url, "SELECT run_id, tool_calls, tool_ok, tool_errors, "
+                          "tool_semantic_errors, tool_unknown FROM runs_v WHERE run_id LIKE 'codex-%'",
+                          "--json").stdout)
+    per_run: dict[str, list[int]] = {}
+    for (rid, _), v in want.items():
+        acc = per_run.setdefault(rid, [0, 0, 0, 0, 0])
+        acc[0] += sum(v)
+        for i in range(4):
+            acc[i + 1] += v[i]
+    assert {r["run_id"]: [r["tool_calls"], r["tool_ok"], r["tool_errors"], r["tool_semantic_errors"],
+                          r["tool_unknown"]] for r in runs if r["tool_calls"]} == per_run
 
 
 def test_state_versions_agree_with_the_reducers():
@@ -66,12 +87,16 @@ def _fold_as_version_1(index: str) -> None:
         (outer,) = con.execute("SELECT state FROM log_state WHERE source = 'codex-log'").fetchone()
         (red,) = con.execute("SELECT state FROM log_state WHERE source = 'codex-log/reducer'").fetchone()
         outer, red = orjson.loads(outer), orjson.loads(red)
-        assert outer["rv"] == 2 and red["v"] == 2 and red["calls"]
+        assert outer["rv"] == 3 and red["v"] == 3 and red["calls"] and red["results"]
         del outer["rv"]
         del red["calls"]
+        del red["results"]
         red["v"] = 1
         for f in red["files"].values():
             del f[6:]  # (the version-1 cursor)
+        for levels in red["chains"].values():
+            for e in levels.values():
+                del e[5]  # (a version-1 level has no thread start)
         con.execute("UPDATE log_state SET state = ? WHERE source = 'codex-log'", (orjson.dumps(outer).decode(),))
         con.execute("UPDATE log_state SET state = ? WHERE source = 'codex-log/reducer'", (orjson.dumps(red).decode(),))
         con.execute("DELETE FROM tool_uses WHERE run_id LIKE 'codex-%'")

@@ -83,18 +83,27 @@ def test_reducer_equals_ground_truth(tmp_path, seed):
     # the archived copy put far more call lines in the files
     assert r.tools() == h.tools
     assert {s.session_id: s.tools for s in r.sessions() if s.tools} == h.tools
+    assert r.tool_results() == h.results
+    assert {s.session_id: s.tool_results for s in r.sessions() if s.tool_results} == h.results
+    # every kind of result is in the history, and calls without one
+    assert all(sum(t[name][i] for t in h.results.values() for name in t) for i in range(3))
+    assert sum(map(sum, (v for t in h.results.values() for v in t.values()))) < sum(
+        n for t in h.tools.values() for n in t.values())
     lines = sum(d.count(b'"type":"response_item"') for d in files.values())  # (the generator writes calls only)
     assert lines > 1.3 * sum(sum(t.values()) for t in h.tools.values())
 
 
 def test_generator_covers_restarts_and_forks_of_forks():
-    seen_restart = seen_grandchild = False
+    seen_restart = seen_grandchild = seen_archived_fork = False
     for seed in range(6):
         r = feed_all(generate(None, threads=12, seed=seed).files)
         seen_restart |= any(d.restart for d in r.deltas())
         forks = {s.session_id: s.forked_from_id for s in r.sessions() if s.forked_from_id}
         seen_grandchild |= any(parent in forks for parent in forks.values())
-    assert seen_restart and seen_grandchild
+        # a fork (that kept the original times) under archived_sessions/: it sorts before its parent
+        seen_archived_fork |= any(s.forked_from_id and s.files[0].startswith("archived_sessions/")
+                                  for s in r.sessions())
+    assert seen_restart and seen_grandchild and seen_archived_fork
 
 
 def test_small_history_hand_checked():
@@ -151,7 +160,7 @@ def test_file_order_does_not_change_totals(seed, shuffle):
     shuffle.shuffle(order)
     r = feed_all(h.files, order)
     assert r.totals() == h.truth() and r.totals(("session",)) == h.truth(("session",))
-    assert r.tools() == h.tools
+    assert r.tools() == h.tools and r.tool_results() == h.results
 
 
 @_prop
@@ -171,7 +180,9 @@ def test_duplicating_any_line_or_file_does_not_change_totals(seed, pick, copy_fi
         other = pick.choice(sorted(f for f in files if f.startswith("sessions/")))
         files["archived_sessions/" + other.rsplit("/", 1)[1]] = files[other]
     r = feed_all(files)
-    assert r.totals() == h.truth() and r.tools() == h.tools
+    assert r.totals() == h.truth() and r.tools() == h.tools and r.tool_results() == h.results
+    # (a copy under archived_sessions/ sorts first: a tie on time must not move usage between threads)
+    assert r.totals(("session",)) == h.truth(("session",))
 
 
 @_prop
@@ -197,6 +208,7 @@ def test_split_feed_from_serialised_state_gives_the_same_result(seed, cuts, mid_
     assert sorted(r.deltas(), key=repr) == sorted(whole.deltas(), key=repr)
     assert r.sessions() == whole.sessions()
     assert r.tools() == whole.tools() == h.tools
+    assert r.tool_results() == whole.tool_results() == h.results
 
 
 # ---- one regression test per hazard ----------------------------------------------------------
@@ -228,6 +240,28 @@ def test_fork_copying_the_parent_lines_counts_them_once(rewrite):
         r = feed_all(files, order)
         assert deltas(r) == [("2026-03-10T10:00:01.000000Z", P, 100, 10), ("2026-03-10T10:00:02.000000Z", P, 100, 10),
                              ("2026-03-11T09:00:05.000000Z", C, 60, 6)]
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_a_fork_tied_on_time_with_its_parent_takes_none_of_the_parents_usage(rewrite):
+    """A fork whose copies share their timestamps (with the parent's lines when it kept the
+    original times, with its own first call when the client wrote them at fork time), its file
+    under archived_sessions/ (which sorts before the parent's sessions/ path): the parent keeps
+    its 200 input / 20 output, the fork has its own 60 / 6, whatever the feed order."""
+    fork_t = "2026-03-10T10:00:02.000Z"  # the fork was made at the parent's last call
+    copied = ["2026-03-10T10:00:01.000Z", "2026-03-10T10:00:02.000Z"] if not rewrite else [fork_t, fork_t]
+    parent = jl(meta(P), ctx("m"), tc("2026-03-10T10:00:01.000Z", 100, 0, 10),
+                tc("2026-03-10T10:00:02.000Z", 200, 0, 20))
+    child = jl(meta(C, fork_t, parent=P), meta(P), ctx("m"), tc(copied[0], 100, 0, 10), tc(copied[1], 200, 0, 20),
+               tc(fork_t, 260, 0, 26))  # its own call, at the copies' time
+    for cpath in ("archived_sessions/" + path(C, stamp="2026-03-10T10-00-02").rsplit("/", 1)[1],
+                  path(C, stamp="2026-03-10T10-00-02")):
+        files = {path(P): parent, cpath: child}
+        for order in (list(files), list(files)[::-1]):
+            r = feed_all(files, order)
+            got = {k[0]: (v["input_tokens"], v["output_tokens"]) for k, v in r.totals(("session",)).items()}
+            assert got == {P: (200, 20), C: (60, 6)}, (cpath, order)
+            assert r.totals(())[()]["input_tokens"] == 260
 
 
 def test_fork_of_a_fork_counts_every_copy_once():

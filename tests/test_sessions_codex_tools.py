@@ -1,7 +1,8 @@
 """Tool counts of Codex threads written by the real client (Codex 0.169.0 from node_modules,
 against tests/mockprovider.py on 127.0.0.1, issue 15): an imported thread counts the tool calls
-the client itself reported, and a thread run through `ledger run` counts, in its rollout, what
-the run record counted. Skipped when the binary is missing, except under CI (CI=true).
+the client itself reported, with the results it reported (exit codes), and a thread run
+through `ledger run` counts, in its rollout, what the run record counted. Skipped when the
+binary is missing, except under CI (CI=true).
 """
 
 from __future__ import annotations
@@ -71,9 +72,15 @@ def test_real_codex_tool_calls_equal_the_clients_and_the_run_records(home, tmp_p
             and e["item"].get("type") == "command_execution"]
     assert [i["exit_code"] for i in done] == [0, 1]
     ledger(home, "import", "codex", "--from", env["CODEX_HOME"], "--json")
-    tools = ledger(home, "sql", "--json", "SELECT run_id, tool_name, uses, unknown FROM tool_uses_v "
+    tools = ledger(home, "sql", "--json", "SELECT run_id, tool_name, uses, ok, errors, unknown FROM tool_uses_v "
                                           "WHERE run_id LIKE 'codex-%'")
-    assert tools == [{"run_id": f"codex-{thread}", "tool_name": "exec_command", "uses": len(done), "unknown": 2}]
+    # the results the client wrote in the rollout (0.169: each command's item_completed) are the
+    # exit codes it reported: one ok, one failed
+    assert tools == [{"run_id": f"codex-{thread}", "tool_name": "exec_command", "uses": len(done),
+                      "ok": 1, "errors": 1, "unknown": 0}]
+    run = ledger(home, "sql", "--json", "SELECT tool_calls, tool_ok, tool_errors, tool_unknown FROM runs_v "
+                                        "WHERE run_id LIKE 'codex-%'")
+    assert run == [{"tool_calls": 2, "tool_ok": 1, "tool_errors": 1, "tool_unknown": 0}]
     assert archived_thread(home, thread).problems == []  # 0.169's own line types are known
 
     # the same script through `ledger run`, then the client home imported again: the thread is

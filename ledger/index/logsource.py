@@ -13,7 +13,10 @@ commands:
   2.1.x `cost-state` deltas, 2.0.x `costUSD`) with `final_receipt` true, and `est_cost_usd`
   the estimate priced per API response (a long-context tier applies per request, so a sum
   must not be priced as one request);
-- `tool_uses` per tool name (Claude: each `tool_use` block id once; Codex: each call id once);
+- `tool_uses` per tool name (Claude: each `tool_use` block id once; Codex: each call id once),
+  with the results a log states (Codex: ok / error / semantic-error per call, see
+  codex_usage; the rest unknown), and their sums in `runs.tool_calls` / `tool_ok` /
+  `tool_errors` / `tool_semantic_errors`;
 - `log_sessions`: every session found. One that `ledger run` recorded (same provider
   session id, same harness) is counted once: the run record wins, `linked_run_id` names it
   and the session has no `runs` row. A session without any API response or cost (its
@@ -47,7 +50,8 @@ from ledger.records.timefmt import parse_rfc3339
 from ledger.sources.archive import CHANGED_FILE, ZSTD_SUFFIX, _complete_frames
 
 STATE_V = 1
-PROJECTION_V = 2  # part of every session's fingerprint: a change to the rows below rewrites them all
+PROJECTION_V = 3  # part of every session's fingerprint: a change to the rows below rewrites them all
+# (3: runs.tool_calls and the tool results)
 SOURCES_DIR = "sources"
 ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
 LINK_CHUNK = 500
@@ -94,6 +98,7 @@ class _Session:
     surface: str | None = None
     parent: str | None = None
     tools: dict[str, int] = field(default_factory=dict)
+    tool_results: dict[str, list[int]] = field(default_factory=dict)  # name -> [ok, error, semantic-error]
     streams: dict[tuple[str, int], _Stream] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)
 
@@ -197,7 +202,7 @@ class _Claude:
 class _Codex:
     harness = "codex"
     provider = "openai"
-    state_v = 2  # codex_usage.STATE_VERSION (2: tool calls): an index holding an older state re-reads
+    state_v = 3  # codex_usage.STATE_VERSION (2: tool calls, 3: results): an index holding an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:
@@ -214,11 +219,13 @@ class _Codex:
             surface = "headless" if headless else ("interactive" if interactive else None)
             s = out[info.session_id] = _Session(info.session_id, info.started, info.ended, info.cwd,
                                                 info.git_repository_url, info.git_branch, surface,
-                                                parent=info.forked_from_id, tools=dict(info.tools))
+                                                parent=info.forked_from_id, tools=dict(info.tools),
+                                                tool_results={k: list(v) for k, v in info.tool_results.items()})
             s.files.update(info.files)
+        results = usage.tool_results()
         for sid, tools in usage.tools().items():  # (a thread without a session_meta: by its file name)
             if sid not in out:
-                out[sid] = _Session(sid, tools=dict(tools))
+                out[sid] = _Session(sid, tools=dict(tools), tool_results=results.get(sid, {}))
         for d in usage.deltas():
             sid = d.session_id or d.chain
             s = out.get(sid)
@@ -463,7 +470,8 @@ class LogPass:
             run, st_rows = self._rows(h, rid, s, main, price, now)
             runs.append(run)
             streams.extend(st_rows)
-            tools.extend({"home_id": h, "run_id": rid, "tool_name": name, "uses": n}
+            tools.extend({"home_id": h, "run_id": rid, "tool_name": name, "uses": n,
+                          **dict(zip(("ok", "errors", "semantic_errors"), s.tool_results.get(name, (0, 0, 0))))}
                          for name, n in sorted(s.tools.items()))
         for table, rows in ((runs_t, runs), (streams_t, streams), (tools_t, tools), (sessions_t, logs)):
             for i in range(0, len(rows), 2000):
@@ -497,6 +505,8 @@ class LogPass:
             })
         model = max(by_model, key=lambda m: (by_model[m], m)) if by_model else None
         gaps = sum(1 for f in s.files if ".gen" in f.rsplit("/", 1)[-1])  # a rewritten log's new generation
+        # results of the counted uses only (as for run records); the rest is unknown
+        res = [sum(v[i] for k, v in s.tool_results.items() if k in s.tools) for i in range(3)]
         run = {
             "home_id": h, "run_id": rid, "parent_run_id": row_id(src.spec.harness, s.parent) if s.parent else None,
             "created_at": created, "ended_at": ended,
@@ -509,6 +519,8 @@ class LogPass:
             **{c: totals.get(c) for c in _RUN_COUNTERS}, "total_input_tokens": None, "peak_input_tokens": None,
             "context_window_tokens": None, "cost_usd": cost, "provider_session_id": s.sid, "final_answer": None,
             "final_answer_exact": None, "api_retries": 0, "skill_invoked": None,
+            "tool_calls": sum(s.tools.values()), "tool_ok": res[0], "tool_errors": res[1],
+            "tool_semantic_errors": res[2],
             "path": f"{SOURCES_DIR}/{src.client}/{main}" if main else f"{SOURCES_DIR}/{src.client}",
             "indexed_at": now,
         }
@@ -612,7 +624,8 @@ def _fingerprint(s: _Session, linked: str | None, version: str) -> int:
     """A 63-bit hash of everything a session's rows hold (unchanged: not rewritten)."""
     h = hashlib.sha1()
     h.update(orjson.dumps([PROJECTION_V, s.sid, s.started, s.ended, s.cwd, s.repo, s.branch, s.surface, s.parent,
-                           sorted(s.tools.items()), sorted(s.files), linked, version]))
+                           sorted(s.tools.items()), sorted(s.tool_results.items()), sorted(s.files), linked,
+                           version]))
     for key, st in sorted(s.streams.items()):
         h.update(orjson.dumps([list(key), st.model, st.n, [st.counters[k] for k in COUNTERS], st.cost, st.receipt,
                                [[c.get(k) for k in COUNTERS] for c in st.priced]]))

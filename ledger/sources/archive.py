@@ -70,20 +70,25 @@ class Client:
     key_by_name: bool = False  # the file name alone identifies a log (Codex rollouts move)
     env_subdir: str = ""  # the config dir below env_var's dir ($GEMINI_CLI_HOME/.gemini)
     log_dir: str = ""  # a log lies in (or below) a directory of this name (Gemini: chats/)
+    zstd: bool = False  # a log may be a whole zstd file `<name>.jsonl.zst` (Codex compresses cold rollouts)
 
     def wanted(self, name: str, rel: str | None = None) -> bool:
         if self.log_dir and rel is not None and f"/{self.log_dir}/" not in f"/{rel}":
             return False
+        if self.zstd and name.endswith(ZSTD_SUFFIX):
+            name = name[:-len(ZSTD_SUFFIX)]
         return name.endswith(".jsonl") and name.startswith(self.prefix)
 
     def key(self, rel: str) -> str:
+        if self.zstd and rel.endswith(ZSTD_SUFFIX):
+            rel = rel[:-len(ZSTD_SUFFIX)]  # (its lines are the plain log's: one log, one archive)
         return rel.rsplit("/", 1)[-1] if self.key_by_name else rel
 
 
 CLIENTS: dict[str, Client] = {
     "claude": Client("claude", "Claude Code", ("projects",), "CLAUDE_CONFIG_DIR", ("~/.claude", "~/.config/claude")),
     "codex": Client("codex", "Codex", ("sessions", "archived_sessions"), "CODEX_HOME", ("~/.codex",),
-                    prefix="rollout-", key_by_name=True),
+                    prefix="rollout-", key_by_name=True, zstd=True),
     # tmp/<project>/chats/session-*.jsonl, subagents in chats/<session>/<id>.jsonl
     "gemini": Client("gemini", "Gemini CLI", ("tmp",), "GEMINI_CLI_HOME", ("~/.gemini",), env_subdir=".gemini",
                      log_dir="chats"),
@@ -236,7 +241,7 @@ def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSu
                     else:
                         subdirs.append(rel)
                     continue
-                if not name.endswith(".jsonl"):
+                if not name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX)):
                     continue  # (not a log whatever the client: no stat)
                 rel = f"{rel_dir}/{name}"
                 if not client.wanted(name, rel):
@@ -648,20 +653,23 @@ class Archiver:
                 self.summary.skipped.append(Problem(f.path, "not a regular file"))
                 return
             sig = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+            size = st.st_size
+            if self.client.zstd and f.path.endswith(ZSTD_SUFFIX):
+                src, size = _inflate(src)  # (its lines, read like a plain log's; the signature stays the file's)
             gens = state["generations"]
             # a log never archived is read whole in one go (the copy starts from these bytes);
             # one that was is read from its archived end, after the prefix check's 4 KiB
-            first = _pread_all(src, min(max(BLOCK, PREFIX_BYTES) if not gens else PREFIX_BYTES, st.st_size), 0)
+            first = _pread_all(src, min(max(BLOCK, PREFIX_BYTES) if not gens else PREFIX_BYTES, size), 0)
             head = first[:PREFIX_BYTES]
             self.summary.read_bytes += len(first)
             current = seen.get("generation") if seen else None
-            gen = self._matching(src, st.st_size, head, gens, current)
+            gen = self._matching(src, size, head, gens, current)
             gap_reason = None
             if gen is None and gens:
-                gap_reason = self._why_not(src, st.st_size, head, gens, current)
+                gap_reason = self._why_not(src, size, head, gens, current)
             elif gen is None and damaged:
                 gap_reason = damaged
-            copied, pending = self._copy(src, f, st.st_size, gens, gen, first)
+            copied, pending = self._copy(src, f, size, gens, gen, first)
             if copied and gen is None:
                 gen = gens[-1]
                 if gap_reason is not None:
@@ -778,9 +786,10 @@ class Archiver:
         """A new (zstd) generation of the log and its archive file, created empty and open for
         appending."""
         number = max((g["generation"] for g in gens), default=0) + 1
-        stem = f.rel[: -len(".jsonl")]
         z = ZSTD_SUFFIX
-        names = itertools.chain([f.rel + z] if number == 1 else [], [f"{stem}.gen{number}.jsonl{z}"],
+        rel = f.rel[:-len(z)] if f.rel.endswith(z) else f.rel  # (a compressed log: its plain name)
+        stem = rel[: -len(".jsonl")]
+        names = itertools.chain([rel + z] if number == 1 else [], [f"{stem}.gen{number}.jsonl{z}"],
                                 (f"{stem}.gen{number}.{i}.jsonl{z}" for i in range(2, 1000)))
         for rel in names:
             target = os.path.join(self.client_dir, rel)
@@ -961,6 +970,33 @@ def _complete_frames(data: bytes) -> tuple[int, bytes]:
         else:
             pos += len(block)
     return done, bytes(out)
+
+
+def _inflate(fd: int) -> tuple[int, int]:
+    """A whole-zstd log's content in an unlinked temporary file: (its fd, its size); `fd` is
+    closed on success (on failure the caller's). Such a log is cold (Codex compresses rollouts
+    untouched for 7 days), so this happens once per file: then its signature skips it."""
+    import tempfile
+
+    import zstandard
+
+    try:
+        with os.fdopen(os.dup(fd), "rb") as raw, tempfile.TemporaryFile() as tmp:
+            d, whole = zstandard.ZstdDecompressor().decompressobj(), True
+            while chunk := raw.read(CHUNK):
+                while chunk:  # frame by frame (a torn last frame must not pass for a short log)
+                    tmp.write(d.decompress(chunk))
+                    whole, chunk = d.eof, (d.unused_data if d.eof else b"")
+                    if d.eof:
+                        d = zstandard.ZstdDecompressor().decompressobj()
+            if not whole:
+                raise zstandard.ZstdError("its last frame is torn")
+            tmp.flush()
+            out = os.dup(tmp.fileno())
+    except zstandard.ZstdError as exc:
+        raise OSError(errno.EIO, f"not a whole zstd file: {exc}") from None
+    os.close(fd)
+    return out, os.fstat(out).st_size
 
 
 def read_archive(path: str | os.PathLike[str], start: int = 0) -> bytes:

@@ -32,8 +32,10 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
 * **Resumed threads** append to the same rollout with totals continuing: nothing special.
 * A level's time is its **first appearance** (the smallest timestamp of any copy: a fork's
   copies are written later, at fork time); its attribution (model, session = the file's own
-  thread, file, line) comes from the earliest copy, then the smallest file / line (a total
-  order, so feed order changes nothing).
+  thread, file, line) comes from the earliest copy; on a tie (a fork that kept the original
+  times) the thread that started first (its `session_meta` time), then the smallest file /
+  line (a total order, so feed order changes nothing). Without the thread rule a fork whose
+  file sorts first (`archived_sessions/` < `sessions/`) took its parent's usage.
 * Counters use ledger's shape, as `ledger run` normalises Codex (ledger.records.model):
   `input_tokens` = input - cached input - cache write (OpenAI counts both inside input),
   `cache_read_tokens` = cached input, `cache_write_tokens` (newer builds only),
@@ -53,8 +55,21 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
   twice in one turn: the payload holds the turn id on current builds) count once. Like a
   level, a call belongs to the thread whose file holds its earliest copy (time, then the
   earliest started thread, then file and line: a fork that kept the original times is not
-  the caller). Results (`function_call_output`) are not read: their text does not say clearly
-  whether the tool failed.
+  the caller).
+* **Tool results** are read only where the rollout says in a field whether the call failed
+  (the output text, `Process exited with code 1` or `unsupported call: ...`, is not read):
+  an `event_msg` `item_completed` whose item (`CommandExecution`, `FileChange`,
+  `McpToolCall`, `DynamicToolCall`, `ImageGeneration`; its `id` is the call id) has a
+  status `completed` (ok) or `failed` / `declined` (error), a command without a status
+  by its `exit_code`; `patch_apply_end` (`success`), `exec_command_end` (`exit_code`),
+  `mcp_tool_call_end` (`result` `Err`, or `Ok` with `isError`); a `function_call_output`
+  whose output is an object with a boolean `success`, or the JSON text of the old `shell`
+  tool (`{"output", "metadata": {"exit_code"}}`). An MCP result without `isError` whose
+  content is an error envelope is a `semantic-error` (ledger.records.verdict). A call
+  without any such result is **unknown**, never ok. Results are keyed like calls (per
+  chain, by call id), so a fork's copies add nothing; a call with results that disagree
+  keeps the worse (error, then semantic-error, then ok); a result whose call is not in the
+  history is not counted.
 * Bad input (not JSON, not an object, non-UTF-8, an unknown line type, a `token_count` whose
   total is not a usage object, a call without a name, a torn last line) is skipped and reported in `problems` with
   file, line number and reason; never an exception. Legacy pre-envelope rollouts (a bare
@@ -82,9 +97,10 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from ledger.records.timefmt import format_utc, parse_rfc3339
+from ledger.records.verdict import MCP_PREFIX, TOOL_STATUSES, tool_status
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
-STATE_VERSION = 2  # 2: tool calls (a version-1 state has none for the bytes it consumed)
+STATE_VERSION = 3  # 2: tool calls; 3: tool results, a level's thread start (older states lack them)
 
 # Raw cumulative fields, in the order a level stores them.
 RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
@@ -108,6 +124,10 @@ LEGACY_ITEM_TYPES = frozenset({
 NAMED_CALLS = frozenset({"function_call", "custom_tool_call"})
 CALL_NAMES = {"local_shell_call": "local_shell", "web_search_call": "web_search",
               "tool_search_call": "tool_search", "image_generation_call": "image_generation"}
+# an item_completed item's type (lower case, no `_`) -> the name of its status field's values
+RESULT_ITEMS = frozenset({"commandexecution", "filechange", "mcptoolcall", "dynamictoolcall", "imagegeneration"})
+_STATUS = {"completed": "ok", "failed": "error", "declined": "error"}  # (in progress: no result yet)
+_WORSE = {"ok": 0, "semantic-error": 1, "error": 2}  # results that disagree: the worse stands
 # the thread uuid ends a rollout's name; an archive generation adds `.genN` (`.genN.M`)
 _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
@@ -115,8 +135,9 @@ _UUID_TAIL = re.compile(
 # Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
 # own thread's start (its session_meta's time)]
 _F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START = range(7)
-# Level entry layout: [time, model, session, file, line, [predecessor level keys ("" = zero)]]
-_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_PREDS = range(6)
+# Level entry layout: [time, model, session, file, line, the file's thread start,
+# [predecessor level keys ("" = zero)]]
+_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS = range(7)
 # Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
 _C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
@@ -165,6 +186,8 @@ class Session:
     ended: str | None
     files: tuple[str, ...]
     tools: dict[str, int] = field(default_factory=dict)  # tool name -> calls attributed to the thread
+    # tool name -> [ok, error, semantic-error] results of those calls (the rest: unknown)
+    tool_results: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _count(v: Any) -> int | None:
@@ -206,6 +229,66 @@ def _le(a: list[int | None], b: list[int | None]) -> bool:
     return all((x or 0) <= (y or 0) for x, y in zip(a, b))
 
 
+_EVENT_RESULTS = frozenset({"item_completed", "patch_apply_end", "exec_command_end", "mcp_tool_call_end"})
+
+
+def _word(v: Any) -> str | None:
+    """A status value as one lower-case word (`inProgress`, `in_progress` -> `inprogress`)."""
+    return v.lower().replace("_", "") if type(v) is str else None
+
+
+def _item_status(itype: str, item: dict[str, Any]) -> str | None:
+    status = _STATUS.get(_word(item.get("status")))
+    if itype == "mcptoolcall" and status == "ok":
+        return _mcp_status(item.get("server"), item.get("tool"), item.get("result"))
+    if status is None and itype == "commandexecution" and type(item.get("exit_code", item.get("exitCode"))) is int:
+        return "ok" if item.get("exit_code", item.get("exitCode")) == 0 else "error"
+    if status is None and itype == "dynamictoolcall" and type(item.get("success")) is bool:
+        return "ok" if item["success"] else "error"
+    return status
+
+
+def _mcp_status(server: Any, tool: Any, result: Any) -> str:
+    """A completed MCP call: error when its result says `isError`, semantic-error when its
+    content is an error envelope (ledger.records.verdict), else ok."""
+    if not isinstance(result, dict):
+        return "ok"
+    is_error = result.get("isError", result.get("is_error")) is True
+    name = f"{MCP_PREFIX}{server}__{tool}" if type(server) is str and type(tool) is str else MCP_PREFIX
+    return tool_status(name, is_error, result.get("content"))
+
+
+def _mcp_end_status(p: dict[str, Any]) -> str | None:
+    """`mcp_tool_call_end`: `result` is Rust's `Result` (`{"Ok": CallToolResult}` / `{"Err": text}`)."""
+    result = p.get("result")
+    if not isinstance(result, dict):
+        return None
+    if "Err" in result:
+        return "error"
+    inv = p.get("invocation") if isinstance(p.get("invocation"), dict) else {}
+    if isinstance(result.get("Ok"), dict):
+        return _mcp_status(inv.get("server"), inv.get("tool"), result["Ok"])
+    return None
+
+
+def _output_status(output: Any) -> str | None:
+    """A `function_call_output`'s output, where its shape says whether the call failed: an
+    object with a boolean `success`, or the old `shell` tool's JSON text with
+    `metadata.exit_code`. Any other text (`Process exited with code 1`) says nothing clear."""
+    if isinstance(output, dict):
+        ok = output.get("success")
+        return None if type(ok) is not bool else ("ok" if ok else "error")
+    if type(output) is not str or not output.startswith('{"output"') or not output.endswith("}"):
+        return None
+    try:
+        obj = orjson.loads(output)
+    except orjson.JSONDecodeError:
+        return None
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    code = meta.get("exit_code") if isinstance(meta, dict) else None
+    return None if type(code) is not int else ("ok" if code == 0 else "error")
+
+
 def thread_of_path(file: str) -> str:
     """The thread a rollout path names (`rollout-<time>-<uuid>.jsonl`), else the path itself."""
     m = _UUID_TAIL.search(file.replace("\\", "/"))
@@ -231,6 +314,8 @@ class CodexUsage:
         # chain -> call key -> entry (layout above)
         self._calls: dict[str, dict[str, list[Any]]] = {
             c: {k: list(e) for k, e in calls.items()} for c, calls in s.get("calls", {}).items()}
+        # chain -> call key -> its result's status ("ok", "error", "semantic-error")
+        self._results: dict[str, dict[str, str]] = {c: dict(r) for c, r in s.get("results", {}).items()}
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
 
@@ -241,6 +326,7 @@ class CodexUsage:
                            for c, lv in self._chains.items()},
                 "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
                 "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
+                "results": {c: dict(r) for c, r in self._results.items()},
                 "problem_count": self.problem_count}
 
     def offset(self, file: str) -> int:
@@ -288,8 +374,12 @@ class CodexUsage:
             self._session_meta(payload, ts, cur, file, lineno)
         elif kind == "turn_context":
             cur[_F_MODEL] = _str(payload.get("model")) or cur[_F_MODEL]
-        elif kind == "event_msg" and payload.get("type") == "token_count":
-            self._token_count(payload, ts, cur, file, lineno)
+        elif kind == "event_msg":
+            ptype = payload.get("type")
+            if ptype == "token_count":
+                self._token_count(payload, ts, cur, file, lineno)
+            elif ptype in _EVENT_RESULTS:
+                self._event_result(ptype, payload, cur)
         elif kind == "response_item":
             self._call(payload, ts, cur, file, lineno)
         own = cur[_F_OWN]
@@ -341,8 +431,9 @@ class CodexUsage:
         levels = self._chains.setdefault(cur[_F_CHAIN], {})
         prev = cur[_F_PREV]
         e = levels.get(key)
+        start = cur[_F_START]
         if e is None:
-            levels[key] = [ts, model, session, file, lineno, [prev or ""]]
+            levels[key] = [ts, model, session, file, lineno, start, [prev or ""]]
             cur[_F_PREV] = key
             return
         if key == prev:
@@ -353,10 +444,12 @@ class CodexUsage:
             if (prev or "") not in e[_L_PREDS]:
                 e[_L_PREDS].append(prev or "")
             cur[_F_PREV] = key
-        new_rank = (ts is None, ts or "", file, lineno)
-        old_rank = (e[_L_TS] is None, e[_L_TS] or "", e[_L_FILE], e[_L_LINE])
+        # the earliest copy; a tie (a fork that kept the original times): the thread that started
+        # first (a path order would give the parent's usage to a fork under archived_sessions/)
+        new_rank = (ts is None, ts or "", start is None, start or "", file, lineno)
+        old_rank = (e[_L_TS] is None, e[_L_TS] or "", e[_L_START] is None, e[_L_START] or "", e[_L_FILE], e[_L_LINE])
         if new_rank < old_rank:
-            e[_L_TS], e[_L_SESSION], e[_L_FILE], e[_L_LINE] = ts, session, file, lineno
+            e[_L_TS], e[_L_SESSION], e[_L_FILE], e[_L_LINE], e[_L_START] = ts, session, file, lineno, start
             if model is not None:
                 e[_L_MODEL] = model
         elif e[_L_MODEL] is None:
@@ -374,6 +467,8 @@ class CodexUsage:
         else:
             name = CALL_NAMES.get(kind)
             if name is None:
+                if kind in ("function_call_output", "custom_tool_call_output"):
+                    self._result(p.get("call_id"), _output_status(p.get("output")), cur)
                 return  # a message, reasoning, a call's output, ...
         cid = _str(p.get("call_id")) or _str(p.get("id"))
         # without an id: the payload (a fork's copy has the same payload, not the same timestamp)
@@ -386,6 +481,32 @@ class CodexUsage:
         if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
                 e[_C_TS] is None, e[_C_TS] or "", e[_C_START] is None, e[_C_START] or "", e[_C_FILE], e[_C_LINE]):
             calls[key] = [ts, cur[_F_OWN] or thread_of_path(file), file, lineno, name, start]
+
+    def _event_result(self, ptype: str, p: dict[str, Any], cur: list[Any]) -> None:
+        if ptype == "item_completed":
+            item = p.get("item")
+            if isinstance(item, dict) and type(item.get("type")) is str:
+                itype = item["type"].lower().replace("_", "")
+                if itype in RESULT_ITEMS:
+                    self._result(item.get("id"), _item_status(itype, item), cur)
+        elif ptype == "mcp_tool_call_end":
+            self._result(p.get("call_id"), _mcp_end_status(p), cur)
+        else:  # patch_apply_end, exec_command_end
+            status = _STATUS.get(_word(p.get("status")))
+            if status is None and type(p.get("success")) is bool:
+                status = "ok" if p["success"] else "error"
+            if status is None and type(p.get("exit_code")) is int:
+                status = "ok" if p["exit_code"] == 0 else "error"
+            self._result(p.get("call_id"), status, cur)
+
+    def _result(self, cid: Any, status: str | None, cur: list[Any]) -> None:
+        if status is None or type(cid) is not str or not cid:
+            return  # no result the log states, or no call to give it to
+        res = self._results.setdefault(cur[_F_CHAIN], {})
+        key = f"id:{cid}"
+        old = res.get(key)
+        if old is None or _WORSE[status] > _WORSE[old]:
+            res[key] = status
 
     # ---- results -----------------------------------------------------------------------
     def deltas(self) -> Iterator[Delta]:
@@ -421,11 +542,26 @@ class CodexUsage:
                 t[e[_C_NAME]] = t.get(e[_C_NAME], 0) + 1
         return out
 
+    def tool_results(self) -> dict[str, dict[str, list[int]]]:
+        """Results per thread and tool name, `[ok, error, semantic-error]` (TOOL_STATUSES order),
+        of the calls `tools()` counts; a call without a stated result is in neither (unknown)."""
+        out: dict[str, dict[str, list[int]]] = {}
+        for chain, res in self._results.items():
+            calls = self._calls.get(chain, {})
+            for key, status in res.items():
+                e = calls.get(key)
+                if e is None:
+                    continue  # a result without its call (not in the history read)
+                t = out.setdefault(e[_C_SESSION], {}).setdefault(e[_C_NAME], [0, 0, 0])
+                t[TOOL_STATUSES.index(status)] += 1
+        return out
+
     def sessions(self) -> list[Session]:
         tools = self.tools()
+        results = self.tool_results()
         return [Session(sid, v["forked_from_id"], v["cwd"], v["originator"], v["source"], v["cli_version"],
                         v["git_branch"], v["git_repository_url"], v["started"], v["ended"], tuple(v["files"]),
-                        tools.get(sid, {}))
+                        tools.get(sid, {}), results.get(sid, {}))
                 for sid, v in sorted(self._sessions.items())]
 
     def totals(self, by: Iterable[str] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
