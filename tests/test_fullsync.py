@@ -11,6 +11,7 @@ report's tables exactly as the SQLAlchemy Core path does: value for value, type 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from datetime import datetime, timedelta
@@ -100,6 +101,42 @@ def test_driver_full_sync_builds_the_same_tables_as_core(both):
     assert one("SELECT count(*) FROM report_facts WHERE subject IS NOT NULL") > 0
     for t in want:
         assert got[t] == want[t], t
+
+
+@pytest.mark.parametrize("child", ["builds", "refuses", "dies"])
+def test_two_processes_build_the_same_tables(both, tmp_path, monkeypatch, child):
+    """A home of PARALLEL_AT runs or more is split with a forked process; when that process
+    refuses (it sees other runs than the writer) or dies, the writer builds its part too."""
+    core, driver = both
+    again = tmp_path / "again.sqlite"
+    shutil.copyfile(driver, again)
+    monkeypatch.setattr(fullsync, "PARALLEL_AT", 50)
+    forks = []
+    real_init = fullsync._Part.__init__
+
+    def counting_init(self, *a, **k):
+        forks.append(1)
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(fullsync._Part, "__init__", counting_init)
+    if child == "refuses":  # the child counts another number of runs than the writer did
+        real_child = fullsync._Part._child
+        monkeypatch.setattr(fullsync._Part, "_child", lambda self, path, b, home, start, sig: real_child(
+            self, path, b, home, start, (sig[0] + 1, *sig[1:])))
+    elif child == "dies":
+        def die(self, *a):
+            os._exit(3)
+
+        monkeypatch.setattr(fullsync._Part, "_child", die)
+    results = []
+    real_result = fullsync._Part.result
+    monkeypatch.setattr(fullsync._Part, "result", lambda self: results.append(real_result(self)) or results[-1])
+    st = service.sync(f"sqlite:///{again}", full=True)
+    assert forks, "no process was forked"
+    assert [r["ok"] for r in results] == [child == "builds"] * len(forks)
+    assert st.rebuilt == sqlite3.connect(again).execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert _tables(again) == _tables(core)
+    assert not list(again.parent.glob(".ledger-facts-part-*"))  # the scratch files are gone
 
 
 def test_an_incremental_sync_after_the_driver_full_sync_matches_core(both, home):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import os
 from collections import namedtuple
 from datetime import datetime
 from types import SimpleNamespace
@@ -234,11 +235,15 @@ def fact_tuples(b: S.FactBuilder, run: Any, streams: Sequence[Any], subjects: Se
 
 
 BATCH = 2000
+PARALLEL_AT = 20_000  # a home with more runs is built by two processes (this one and a fork)
+CHILD_SHARE = 0.55  # of the runs, the forked process's (this one also copies its rows in)
 _INSERT = f"INSERT INTO report_facts ({', '.join(FACT_COLS)}) VALUES ({', '.join('?' * len(FACT_COLS))})"
 # runs in the order of their facts' key (slot first): the facts' b-tree is then filled by
 # appending (in run-id order, i.e. at random, the same inserts cost ~3x)
 _RUNS = f"SELECT {', '.join(RUN_NAMES)} FROM runs WHERE home_id = ?"
-_NEXT = " AND (created_at > ? OR (created_at = ? AND run_id > ?))"
+_AFTER = " AND (created_at > ? OR (created_at = ? AND run_id > ?))"
+_BEFORE = " AND (created_at < ? OR (created_at = ? AND run_id < ?))"
+_FROM = " AND (created_at > ? OR (created_at = ? AND run_id >= ?))"
 _ORDER = " ORDER BY created_at, run_id LIMIT ?"
 _STREAMS = (f"SELECT {', '.join(STREAM_NAMES)} FROM usage_streams WHERE home_id = ? "
             "AND run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, stream_id")
@@ -246,43 +251,178 @@ _SUBJECTS = ("SELECT run_id, selector FROM subjects WHERE home_id = ? "
              "AND run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, position")
 _CREATED = RUN_NAMES.index("created_at")
 _KEY = operator.itemgetter(0, 1, 2, 3)  # slot, home_id, run_id, model_key
+_SIGNATURE = "SELECT count(*), max(indexed_at), max(created_at) FROM runs WHERE home_id = ?"
 
 
-def write_all(raw: Any, b: S.FactBuilder) -> None:
-    """Insert the facts of every run (report_facts is empty), reading and writing through
-    the sqlite3 connection `raw` inside the caller's transaction."""
+def _build_range(raw: Any, b: S.FactBuilder, home: int, start: tuple | None, stop: tuple | None,
+                 emit: Any) -> None:
+    """The fact rows of the home's runs from `start` (a (created_at, run_id) key, inclusive)
+    to `stop` (exclusive), a batch at a time, each batch sorted by the facts' key, to `emit`."""
     import orjson
 
+    last: tuple | None = None
+    while True:  # keyset pagination: memory stays flat
+        sql, params = _RUNS, [home]
+        if last is not None:
+            sql, params = sql + _AFTER, params + [last[0], last[0], last[1]]
+        elif start is not None:
+            sql, params = sql + _FROM, params + [start[0], start[0], start[1]]
+        if stop is not None:
+            sql, params = sql + _BEFORE, params + [stop[0], stop[0], stop[1]]
+        batch = raw.execute(sql + _ORDER, (*params, BATCH)).fetchall()
+        if not batch:
+            return
+        last = (batch[-1][_CREATED], batch[-1][1])
+        ids = orjson.dumps([r[1] for r in batch])
+        streams: dict[str, list[Any]] = {}
+        for r in raw.execute(_STREAMS, (home, ids)):
+            streams.setdefault(r[1], []).append(stream_row(r))
+        subjects: dict[str, list[str]] = {}
+        for rid, sel in raw.execute(_SUBJECTS, (home, ids)):
+            subjects.setdefault(rid, []).append(sel)
+        rows: list[tuple] = []
+        for r in batch:
+            run = run_row(r)
+            rows.extend(fact_tuples(b, run, streams.get(run.run_id, ()), subjects.get(run.run_id, ())))
+        b.stats.rebuilt += len(batch)
+        rows.sort(key=_KEY)
+        emit(rows)
+
+
+class _Part:
+    """The runs from `start` on, built by a forked process into a scratch SQLite file that
+    the parent copies in. The child reads the index through its own read-only connection:
+    the parent holds the write lock, so the committed runs it sees are the parent's (checked:
+    the runs' count and latest stamps must agree, else the child refuses and the parent
+    builds the part itself, as it does when the child fails in any way)."""
+
+    def __init__(self, index_path: str, b: S.FactBuilder, home: int, start: tuple, signature: tuple) -> None:
+        import tempfile
+
+        self.fd, self.path = tempfile.mkstemp(prefix=".ledger-facts-part-", suffix=".sqlite",
+                                              dir=os.path.dirname(index_path))
+        os.close(self.fd)
+        rfd, wfd = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns
+            os.close(rfd)
+            code = 1
+            try:
+                got = self._child(index_path, b, home, start, signature)
+                os.write(wfd, orjson_dumps(got))
+                code = 0
+            except BaseException:  # noqa: BLE001 - the parent builds the part itself
+                pass
+            finally:
+                os._exit(code)
+        os.close(wfd)
+        self.rfd = rfd
+
+    def _child(self, index_path: str, b: S.FactBuilder, home: int, start: tuple, signature: tuple) -> dict:
+        import sqlite3
+
+        from pathlib import Path
+
+        from ledger.index import db as dbmod
+
+        base = (b.stats.rebuilt, b.stats.priced_streams)  # (the counts so far are the parent's)
+        src = sqlite3.connect(dbmod._ro_uri(Path(index_path)), uri=True, isolation_level=None)
+        src.execute(f"PRAGMA busy_timeout = {dbmod.BUSY_TIMEOUT_MS}")
+        src.execute("BEGIN")
+        if tuple(src.execute(_SIGNATURE, (home,)).fetchone()) != signature:
+            return {"ok": False}
+        out = sqlite3.connect(self.path, isolation_level=None)
+        out.execute("PRAGMA journal_mode = OFF")  # scratch: read once by the parent, then deleted
+        out.execute("PRAGMA synchronous = OFF")
+        out.execute(f"CREATE TABLE facts ({', '.join(FACT_COLS)})")
+        out.execute("BEGIN")
+        insert = f"INSERT INTO facts VALUES ({', '.join('?' * len(FACT_COLS))})"
+        _build_range(src, b, home, start, None, lambda rows: out.executemany(insert, rows))
+        out.execute("COMMIT")
+        out.close()
+        return {"ok": True, "rebuilt": b.stats.rebuilt - base[0], "priced": b.stats.priced_streams - base[1]}
+
+    def result(self) -> dict:
+        """The child's summary ({"ok": False} when it refused or failed)."""
+        import orjson
+
+        data = b""
+        while True:
+            chunk = os.read(self.rfd, 65536)
+            if not chunk:
+                break
+            data += chunk
+        os.close(self.rfd)
+        _, status = os.waitpid(self.pid, 0)
+        try:
+            got = orjson.loads(data) if status == 0 and data else {"ok": False}
+        except orjson.JSONDecodeError:
+            got = {"ok": False}
+        return got
+
+    def copy_into(self, raw: Any) -> None:
+        import sqlite3
+
+        part = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        try:
+            raw.executemany(_INSERT, part.execute(f"SELECT {', '.join(FACT_COLS)} FROM facts"))
+        finally:
+            part.close()
+
+    def remove(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def orjson_dumps(obj: Any) -> bytes:
+    import orjson
+
+    return orjson.dumps(obj)
+
+
+def _index_path(raw: Any) -> str | None:
+    for _, name, path in raw.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return path or None  # ('' for an in-memory or temporary database)
+    return None
+
+
+def write_all(raw: Any, b: S.FactBuilder, parallel: bool = True) -> None:
+    """Insert the facts of every run (report_facts is empty), reading and writing through
+    the sqlite3 connection `raw` inside the caller's transaction. A home of PARALLEL_AT runs
+    or more is built by two processes when the machine has a second core."""
     # the facts' secondary indexes are dropped and made again after the inserts (in this
     # transaction): one sort per index instead of a b-tree insert per row (~3x cheaper)
     indexes = raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'report_facts' "
                           "AND sql IS NOT NULL ORDER BY name").fetchall()
     for name, _ in indexes:
         raw.execute(f'DROP INDEX "{name}"')
+    insert = lambda rows: raw.executemany(_INSERT, rows)  # noqa: E731
+    path = _index_path(raw) if parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork") else None
     homes = [h for (h,) in raw.execute("SELECT home_id FROM homes ORDER BY home_id").fetchall()]
     for home in homes:
-        last: tuple | None = None
-        while True:  # keyset pagination: memory stays flat
-            if last is None:
-                batch = raw.execute(_RUNS + _ORDER, (home, BATCH)).fetchall()
+        signature = tuple(raw.execute(_SIGNATURE, (home,)).fetchone())
+        n = signature[0]
+        split = None
+        if path is not None and n >= PARALLEL_AT:
+            split = raw.execute("SELECT created_at, run_id FROM runs WHERE home_id = ? ORDER BY created_at, run_id "
+                                "LIMIT 1 OFFSET ?", (home, int(n * (1 - CHILD_SHARE)))).fetchone()
+        if split is None:
+            _build_range(raw, b, home, None, None, insert)
+            continue
+        part = _Part(path, b, home, tuple(split), signature)
+        try:
+            _build_range(raw, b, home, None, tuple(split), insert)
+            got = part.result()
+            if got.get("ok"):
+                part.copy_into(raw)
+                b.stats.rebuilt += got["rebuilt"]
+                b.stats.priced_streams += got["priced"]
             else:
-                batch = raw.execute(_RUNS + _NEXT + _ORDER, (home, last[0], last[0], last[1], BATCH)).fetchall()
-            if not batch:
-                break
-            last = (batch[-1][_CREATED], batch[-1][1])
-            ids = orjson.dumps([r[1] for r in batch])
-            streams: dict[str, list[Any]] = {}
-            for r in raw.execute(_STREAMS, (home, ids)):
-                streams.setdefault(r[1], []).append(stream_row(r))
-            subjects: dict[str, list[str]] = {}
-            for rid, sel in raw.execute(_SUBJECTS, (home, ids)):
-                subjects.setdefault(rid, []).append(sel)
-            rows: list[tuple] = []
-            for r in batch:
-                run = run_row(r)
-                rows.extend(fact_tuples(b, run, streams.get(run.run_id, ()), subjects.get(run.run_id, ())))
-            b.stats.rebuilt += len(batch)
-            rows.sort(key=_KEY)
-            raw.executemany(_INSERT, rows)
+                _build_range(raw, b, home, tuple(split), None, insert)
+        finally:
+            part.remove()
     for _, sql in indexes:
         raw.execute(sql)
