@@ -10,16 +10,15 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Sequence, TypeVar
 
-import typer
-
+from ledger.cli.params import Option
 from ledger.errors import LedgerError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-HomeOpt = Annotated[Path | None, typer.Option("--home", help="Ledger home (default: $LEDGER_HOME or the user data dir).", show_default=False)]
-DbOpt = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.", metavar="")]
-CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV.", metavar="")]
+HomeOpt = Annotated[Path | None, Option("--home", help="Ledger home (default: $LEDGER_HOME or the user data dir).", show_default=False)]
+DbOpt = Annotated[str | None, Option("--db", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
+JsonOpt = Annotated[bool, Option("--json", help="Print one JSON document.", metavar="")]
+CsvOpt = Annotated[bool, Option("--csv", help="Print CSV.", metavar="")]
 
 
 def handle_errors(fn: F) -> F:
@@ -35,6 +34,8 @@ def handle_errors(fn: F) -> F:
             err(f"Error: {exc.message}")
             if exc.hint:
                 err(f"Hint: {exc.hint}")
+            import typer
+
             raise typer.Exit(1) from None
         except BrokenPipeError:
             # a closed pipe (`ledger runs | head`) is not an error
@@ -42,6 +43,8 @@ def handle_errors(fn: F) -> F:
                 sys.stdout = open(os.devnull, "w")
             except OSError:
                 pass
+            import typer
+
             raise typer.Exit(0) from None
 
     return wrapper  # type: ignore[return-value]
@@ -162,20 +165,25 @@ def data_console(stderr: bool = False) -> Any:
 
 def exclusive_formats(json_: bool, csv_: bool) -> None:
     if json_ and csv_:
-        raise typer.BadParameter("--json and --csv cannot be used together")
+        raise usage_error("--json and --csv cannot be used together")
 
 
-class UsageError(typer.BadParameter):
-    """A usage mistake (exit 2) that carries a hint of its own (e.g. an example value)."""
+def usage_error(message: str, hint: str | None = None, param_hint: str | None = None) -> Exception:
+    """A usage mistake (exit 2: Typer's BadParameter), with a hint of its own when given (e.g.
+    an example value). Typer is imported only when there is a mistake to say (issue 15: the
+    fast path answers without it)."""
+    import typer
 
-    def __init__(self, message: str, hint: str | None = None, param_hint: str | None = None) -> None:
-        super().__init__(message, param_hint=param_hint)
-        self.hint = hint
+    exc = typer.BadParameter(message, param_hint=param_hint)
+    exc.hint = hint  # type: ignore[attr-defined]
+    return exc
 
 
 def print_usage_error(exc: Exception, command: str | None = None) -> None:
     """A Typer usage error (unknown option, missing argument, bad value, no such command)
     in ledger's one error format: `Error: ...` and a `Hint:` (the command's --help)."""
+    import typer
+
     if isinstance(exc, typer.BadParameter) and exc.param is None and exc.param_hint is None:
         message = exc.message  # not "Invalid value: ..." around a message that says it all
     else:

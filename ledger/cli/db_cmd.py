@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from ledger.cli.common import DbOpt, HomeOpt, JsonOpt, err, handle_errors, print_json
+from ledger.cli.params import for_typer
 
 app = typer.Typer(help="Index schema migrations: show the revision, upgrade, check.", no_args_is_help=True)
 
@@ -20,6 +21,7 @@ def _url(home, db):
 
 
 @app.command("current")
+@for_typer  # (the shared options are ledger.cli.params declarations)
 @handle_errors
 def current(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
     """Print the index's schema revision and the newest one this ledger knows."""
@@ -33,6 +35,7 @@ def current(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> N
 
 
 @app.command("upgrade")
+@for_typer  # (the shared options are ledger.cli.params declarations)
 @handle_errors
 def upgrade(home: HomeOpt = None, db: DbOpt = None) -> None:
     """Create the index schema or upgrade it to the newest revision (no indexing)."""
@@ -42,6 +45,7 @@ def upgrade(home: HomeOpt = None, db: DbOpt = None) -> None:
 
 
 @app.command("check")
+@for_typer  # (the shared options are ledger.cli.params declarations)
 @handle_errors
 def check(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
     """Check the index thoroughly: header, revision, PRAGMA quick_check, schema vs models.

@@ -3,9 +3,11 @@ report 10x faster than ccusage, a cold import at most 2x its time; Typer 0.29 sp
 building its command before running any).
 
 `ledger.cli.app.main` calls `main(command, argv)` for `ledger report ARGV` / `ledger import
-ARGV`. The options are read from the command function's own declarations (names, types,
-defaults), so there is one definition. Only plain forms are parsed here: one positional
-argument, `--opt value`, `--opt=value`, flags, repeated list options. Anything else (`--help`,
+ARGV` (and runs, show, index). The options are read from the command function's own
+declarations (names, types, defaults: ledger.cli.params, which Typer reads too), so there is
+one definition; Typer is not even imported unless the command raises one of its exceptions
+(a usage mistake). Only plain forms are parsed here: one positional argument, `--opt value`,
+`--opt=value`, flags, repeated list options. Anything else (`--help`,
 an unknown option, a value that looks like an option, a value of the wrong type) returns
 without having done any work, and Typer parses the same argv and answers as always. A usage
 mistake the command itself finds is said as Typer's path says it.
@@ -18,10 +20,18 @@ from pathlib import Path
 from typing import Any
 
 
+# the keyword arguments of a declaration that parse() honours (min, max) or that only shape
+# Typer's help; any other (envvar, callback, count, ...) sends the whole command to Typer
+KNOWN = frozenset({"help", "show_default", "metavar", "min", "max"})
+
+
 def _spec(fn: Any) -> tuple[dict[str, tuple[str, Any, Any]], str | None]:
-    """{option name: (parameter, type, OptionInfo)} and the positional argument's parameter."""
+    """{option name: (parameter, type, Param)} and the positional argument's parameter, read
+    from the ledger.cli.params declarations of `fn` (Typer itself is not imported)."""
     import types
     import typing
+
+    from ledger.cli.params import Param
 
     hints = typing.get_type_hints(fn, include_extras=True)
     opts: dict[str, tuple[str, Any, Any]] = {}
@@ -31,16 +41,19 @@ def _spec(fn: Any) -> tuple[dict[str, tuple[str, Any, Any]], str | None]:
         if not meta:
             continue
         info = meta[0]
+        if not isinstance(info, Param) or not KNOWN.issuperset(info.kw):
+            return {}, None  # (a form not read here: the whole command goes to Typer)
         kind = typing.get_args(hint)[0]
         if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
-        if type(info).__name__ == "ArgumentInfo":
+        if info.kind == "argument":
+            if info.decls or positional is not None:
+                return {}, None
             positional = name
             continue
-        decls = [d for d in (info.default, *info.param_decls) if isinstance(d, str) and d.startswith("-")]
-        if getattr(info, "envvar", None) or any("/" in d for d in decls):
-            return {}, None  # (a form not read here: the whole command goes to Typer)
-        for d in decls:
+        if not info.decls or any(not d.startswith("--") or "/" in d for d in info.decls):
+            return {}, None
+        for d in info.decls:
             opts[d] = (name, kind, info)
     return opts, positional
 
@@ -88,7 +101,8 @@ def parse(argv: list[str], fn: Any) -> dict[str, Any] | None:
                 n = int(value, 10)
             except ValueError:
                 return None
-            if (info.min is not None and n < info.min) or (info.max is not None and n > info.max):
+            lo, hi = info.kw.get("min"), info.kw.get("max")
+            if (lo is not None and n < lo) or (hi is not None and n > hi):
                 return None
             out[param] = n
         else:
@@ -117,8 +131,6 @@ def main(command: str, argv: list[str]) -> None:
     """Run `ledger COMMAND ARGV` and exit, or return (nothing done) for Typer to do it."""
     import importlib
 
-    import typer
-
     module, name = COMMANDS[command]
     fn = getattr(importlib.import_module(module), name)
     kwargs = parse(argv, fn.__wrapped__)
@@ -126,13 +138,20 @@ def main(command: str, argv: list[str]) -> None:
         return
     try:
         fn(**kwargs)
-    except typer.BadParameter as exc:  # (raised before any work, like Typer's own)
-        from ledger.cli.common import print_usage_error
+    except Exception as exc:
+        # Typer's exceptions, raised by the command (it imports Typer to make one): none can be
+        # raised before Typer is imported, so it is not imported here to catch them
+        typer = sys.modules.get("typer")
+        if typer is None:
+            raise
+        if isinstance(exc, typer.BadParameter):  # (raised before any work, like Typer's own)
+            from ledger.cli.common import print_usage_error
 
-        print_usage_error(exc, f"ledger {command}")
-        _exit(2)
-    except typer.Exit as exc:
-        _exit(exc.exit_code)
+            print_usage_error(exc, f"ledger {command}")
+            _exit(2)
+        elif isinstance(exc, typer.Exit):
+            _exit(exc.exit_code)
+        raise
     _exit(0)
 
 

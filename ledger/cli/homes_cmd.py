@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ledger.cli.common import DbOpt, HomeOpt, JsonOpt, err, handle_errors, print_json, print_table
+from ledger.cli.params import for_typer
 
 app = typer.Typer(help="The homes an index holds: list them, forget one.", no_args_is_help=True)
 
@@ -24,6 +25,7 @@ def _url(home, db):
 
 
 @app.command("list")
+@for_typer  # (the shared options are ledger.cli.params declarations)
 @handle_errors
 def list_(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
     """List the index's homes: row id, home id, machine, path, runs counted, copies kept out."""
@@ -40,6 +42,7 @@ def list_(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> Non
 
 
 @app.command("forget")
+@for_typer  # (the shared options are ledger.cli.params declarations)
 @handle_errors
 def forget(
     selector: Annotated[str, typer.Argument(help="The home: its id from `ledger homes list`, its home id, or its path.")],

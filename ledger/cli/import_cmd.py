@@ -5,17 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
-
-from ledger.cli.common import HomeOpt, JsonOpt, UsageError, err, handle_errors, print_json
+from ledger.cli.common import HomeOpt, JsonOpt, err, handle_errors, print_json, usage_error
+from ledger.cli.params import Argument, Option
 
 CHOICES = ("claude", "codex", "gemini", "all")
 
 
 @handle_errors
 def import_(
-    client: Annotated[str, typer.Argument(help=" | ".join(CHOICES), show_default=True)] = "all",
-    from_: Annotated[Path | None, typer.Option(
+    client: Annotated[str, Argument(help=" | ".join(CHOICES), show_default=True)] = "all",
+    from_: Annotated[Path | None, Option(
         "--from", help="The client's config dir to import (e.g. a copy from another machine); "
                        "default: $CLAUDE_CONFIG_DIR else ~/.claude and ~/.config/claude; $CODEX_HOME else ~/.codex; "
                        "$GEMINI_CLI_HOME/.gemini else ~/.gemini.",
@@ -43,9 +42,9 @@ def import_(
     from ledger.sources import archive
 
     if client not in CHOICES:
-        raise UsageError(f"unknown client {client!r}", hint=f"one of: {', '.join(CHOICES)}")
+        raise usage_error(f"unknown client {client!r}", hint=f"one of: {', '.join(CHOICES)}")
     if from_ is not None and client == "all":
-        raise UsageError("--from needs a client: its layout is Claude Code's, Codex's or Gemini CLI's",
+        raise usage_error("--from needs a client: its layout is Claude Code's, Codex's or Gemini CLI's",
                          hint="e.g. `ledger import claude --from PATH`")
     names = ["claude", "codex", "gemini"] if client == "all" else [client]
     h = Path(os.path.abspath(resolve_home(home)))

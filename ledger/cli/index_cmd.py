@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from ledger.cli.common import DbOpt, JsonOpt, err, handle_errors, print_json
+from ledger.cli.params import Option
 
-HomesOpt = Annotated[list[Path] | None, typer.Option(
+HomesOpt = Annotated[list[Path] | None, Option(
     "--home", help="Ledger home to index; repeat for several homes in one database "
                    "(default: $LEDGER_HOME or the user data dir).", show_default=False)]
 
@@ -18,9 +17,9 @@ HomesOpt = Annotated[list[Path] | None, typer.Option(
 def index(
     home: HomesOpt = None,
     db: DbOpt = None,
-    rebuild: Annotated[bool, typer.Option("--rebuild", help="Rebuild the index from the records (atomically swapped in).", metavar="")] = False,
-    full: Annotated[bool, typer.Option("--full", help="Also look into sealed shards (settled, quiet runs; normally skipped while their directory is unchanged).", metavar="")] = False,
-    lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="PostgreSQL: seconds to wait for a home or the schema locked by another indexer before giving up (the message names the holder).", min=0)] = 30.0,
+    rebuild: Annotated[bool, Option("--rebuild", help="Rebuild the index from the records (atomically swapped in).", metavar="")] = False,
+    full: Annotated[bool, Option("--full", help="Also look into sealed shards (settled, quiet runs; normally skipped while their directory is unchanged).", metavar="")] = False,
+    lock_timeout: Annotated[float, Option("--lock-timeout", help="PostgreSQL: seconds to wait for a home or the schema locked by another indexer before giving up (the message names the holder).", min=0)] = 30.0,
     json_: JsonOpt = False,
 ) -> None:
     """Index run records into SQLite (default: <home>/index.sqlite) or any SQLAlchemy URL.

@@ -8,11 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from ledger.cli.common import (
-    CsvOpt, DbOpt, HomeOpt, JsonOpt, UsageError, err, exclusive_formats, handle_errors, print_json,
+    CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_json, usage_error,
 )
+from ledger.cli.params import Argument, Option
 from ledger.launch.adapters import HARNESSES
 from ledger.report.kinds import (
     COST_MODES, EVALUATION_KINDS, FILTER_LABELS, KINDS, ORDERS, OUTCOMES, WEEK_STARTS, known_outcome,
@@ -24,18 +23,18 @@ _LABELS = {**FILTER_LABELS, "harness": f"{FILTER_LABELS['harness']} ({', '.join(
 
 
 def _filter(name: str) -> object:
-    return typer.Option(f"--{name.replace('_', '-')}", help=f"Only runs with this {_LABELS[name]} (repeat for several; `*` is a wildcard).",
+    return Option(f"--{name.replace('_', '-')}", help=f"Only runs with this {_LABELS[name]} (repeat for several; `*` is a wildcard).",
                         show_default=False)
 
 
 @handle_errors
 def report(
-    kind: Annotated[str, typer.Argument(help=" | ".join(KINDS),
+    kind: Annotated[str, Argument(help=" | ".join(KINDS),
                                         show_default=True)] = "daily",
-    since: Annotated[str | None, typer.Option("--since", help="First day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Last day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
-    tz: Annotated[str | None, typer.Option("--tz", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
-    week_start: Annotated[str, typer.Option("--week-start", help=f"{' | '.join(WEEK_STARTS)} (weekly reports).")] = "monday",
+    since: Annotated[str | None, Option("--since", help="First day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
+    until: Annotated[str | None, Option("--until", help="Last day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
+    tz: Annotated[str | None, Option("--tz", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
+    week_start: Annotated[str, Option("--week-start", help=f"{' | '.join(WEEK_STARTS)} (weekly reports).")] = "monday",
     harness: Annotated[ListOpt, _filter("harness")] = None,
     model: Annotated[ListOpt, _filter("model")] = None,
     skill: Annotated[ListOpt, _filter("skill")] = None,
@@ -44,19 +43,19 @@ def report(
     host: Annotated[ListOpt, _filter("host")] = None,
     source: Annotated[ListOpt, _filter("source")] = None,
     home_id: Annotated[ListOpt, _filter("home_id")] = None,
-    outcome: Annotated[ListOpt, typer.Option("--outcome", help=f"{' | '.join(OUTCOMES)} (repeatable).", show_default=False)] = None,
-    by: Annotated[str | None, typer.Option("--by", help=f"{' | '.join(EVALUATION_KINDS)}: the evaluation view (same as the {' / '.join(EVALUATION_KINDS)} reports).", show_default=False)] = None,
-    breakdown: Annotated[bool, typer.Option("--breakdown", help="Per-model rows under each group.", metavar="")] = False,
-    order: Annotated[str | None, typer.Option("--order", help=f"{' | '.join(ORDERS)} (default: time reports oldest first, others most expensive first).", show_default=False)] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many rows (totals still cover every matching run).", show_default=False, min=0)] = None,
-    cost: Annotated[str, typer.Option("--cost", help="auto (provider's receipt, else estimate) | reported | estimated.")] = "auto",
+    outcome: Annotated[ListOpt, Option("--outcome", help=f"{' | '.join(OUTCOMES)} (repeatable).", show_default=False)] = None,
+    by: Annotated[str | None, Option("--by", help=f"{' | '.join(EVALUATION_KINDS)}: the evaluation view (same as the {' / '.join(EVALUATION_KINDS)} reports).", show_default=False)] = None,
+    breakdown: Annotated[bool, Option("--breakdown", help="Per-model rows under each group.", metavar="")] = False,
+    order: Annotated[str | None, Option("--order", help=f"{' | '.join(ORDERS)} (default: time reports oldest first, others most expensive first).", show_default=False)] = None,
+    limit: Annotated[int | None, Option("--limit", help="At most this many rows (totals still cover every matching run).", show_default=False, min=0)] = None,
+    cost: Annotated[str, Option("--cost", help="auto (provider's receipt, else estimate) | reported | estimated.")] = "auto",
     home: HomeOpt = None,
     db: DbOpt = None,
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML page with charts (needs the html extra: pip install 'ledger\\[html]').", show_default=False, metavar="PATH")] = None,
-    open_: Annotated[bool, typer.Option("--open", help="Open the --html page in the browser.", metavar="")] = False,
-    resync: Annotated[bool, typer.Option("--resync", help="Rebuild the report's tables from the index first (every run re-read and re-priced; see docs/report.md).", metavar="")] = False,
+    html: Annotated[Path | None, Option("--html", help="Write one self-contained HTML page with charts (needs the html extra: pip install 'ledger\\[html]').", show_default=False, metavar="PATH")] = None,
+    open_: Annotated[bool, Option("--open", help="Open the --html page in the browser.", metavar="")] = False,
+    resync: Annotated[bool, Option("--resync", help="Rebuild the report's tables from the index first (every run re-read and re-priced; see docs/report.md).", metavar="")] = False,
 ) -> None:
     """Tokens, cost and outcomes of runs, grouped by day, week, month, run, model, skill, subject...
 
@@ -66,22 +65,22 @@ def report(
     """
     exclusive_formats(json_, csv_)
     if html is not None and (json_ or csv_):
-        raise typer.BadParameter("--html cannot be used with --json or --csv", param_hint="--html")
+        raise usage_error("--html cannot be used with --json or --csv", param_hint="--html")
     if open_ and html is None:
-        raise typer.BadParameter("--open opens the page --html writes", param_hint="--open")
+        raise usage_error("--open opens the page --html writes", param_hint="--open")
     if kind not in KINDS:
-        raise typer.BadParameter(f"expected one of {', '.join(KINDS)}", param_hint="KIND")
+        raise usage_error(f"expected one of {', '.join(KINDS)}", param_hint="KIND")
     if by is not None:
         if by not in EVALUATION_KINDS:
-            raise typer.BadParameter(f"expected {' or '.join(EVALUATION_KINDS)}", param_hint="--by")
+            raise usage_error(f"expected {' or '.join(EVALUATION_KINDS)}", param_hint="--by")
         if kind not in ("daily", by):
-            raise typer.BadParameter(f"--by {by} is the `{by}` report; it cannot be combined with `{kind}`",
+            raise usage_error(f"--by {by} is the `{by}` report; it cannot be combined with `{kind}`",
                                      param_hint="--by")
         kind = by
     for name, value, choices in (("--week-start", week_start, WEEK_STARTS), ("--order", order, ORDERS),
                                  ("--cost", cost, COST_MODES)):
         if value is not None and value not in choices:
-            raise typer.BadParameter(f"expected one of {', '.join(choices)}", param_hint=name)
+            raise usage_error(f"expected one of {', '.join(choices)}", param_hint=name)
 
     from ledger.home import resolve_home
     from ledger.report.aggregate import ReportQuery
@@ -92,14 +91,14 @@ def report(
         limit = min(limit, 2**63 - 1)  # more rows than SQL (and JSON) integers count is all of them
     for value in outcome or ():
         if not known_outcome(value):
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(OUTCOMES)}", param_hint="--outcome")
+            raise usage_error(f"{value!r} is not one of {', '.join(OUTCOMES)}", param_hint="--outcome")
     try:  # a date or zone the report cannot use is a usage mistake, found before any work
         since_day = parse_day(since, "--since") if since else None
         until_day = parse_day(until, "--until") if until else None
         zone, zone_name = resolve_zone(tz, warn=err)
         utc_range(since_day, until_day, zone)  # --until before --since
     except ReportError as exc:
-        raise UsageError(exc.message, hint=exc.hint) from None
+        raise usage_error(exc.message, hint=exc.hint) from None
     q = ReportQuery(
         kind=kind, zone=zone, zone_name=zone_name, since=since_day, until=until_day,
         week_start=week_start,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
 from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
+from ledger.cli.params import Argument, Option
 
 RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects",
                "ok", "error_kind", "error_detail", "skill_invoked",  # (the verdict: issue 14)
@@ -131,14 +130,14 @@ def runs(
     db: DbOpt = None,
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
-    all_: Annotated[bool, typer.Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).", metavar="")] = False,
-    since: Annotated[str | None, typer.Option("--since", help="Runs started since: YYYY-MM-DD (UTC), 7d, 24h, today, yesterday.", show_default=False)] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many runs (default 50 without --all).", min=0, show_default=False)] = None,
-    harness: Annotated[list[str] | None, typer.Option("--harness", help="Only this harness (repeatable; `*` wildcard).", show_default=False)] = None,
-    outcome: Annotated[list[str] | None, typer.Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
-    subject: Annotated[list[str] | None, typer.Option("--subject", help="Only runs with this subject, e.g. task:LOO-1 (repeatable; `*` wildcard).", show_default=False)] = None,
-    skill: Annotated[list[str] | None, typer.Option("--skill", help="Only this skill (repeatable; `*` wildcard).", show_default=False)] = None,
-    source: Annotated[list[str] | None, typer.Option("--source", help="Only runs from this source: record (ledger run), claude-log, codex-log, gemini-log (imported sessions; repeatable).", show_default=False)] = None,
+    all_: Annotated[bool, Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).", metavar="")] = False,
+    since: Annotated[str | None, Option("--since", help="Runs started since: YYYY-MM-DD (UTC), 7d, 24h, today, yesterday.", show_default=False)] = None,
+    limit: Annotated[int | None, Option("--limit", help="At most this many runs (default 50 without --all).", min=0, show_default=False)] = None,
+    harness: Annotated[list[str] | None, Option("--harness", help="Only this harness (repeatable; `*` wildcard).", show_default=False)] = None,
+    outcome: Annotated[list[str] | None, Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
+    subject: Annotated[list[str] | None, Option("--subject", help="Only runs with this subject, e.g. task:LOO-1 (repeatable; `*` wildcard).", show_default=False)] = None,
+    skill: Annotated[list[str] | None, Option("--skill", help="Only this skill (repeatable; `*` wildcard).", show_default=False)] = None,
+    source: Annotated[list[str] | None, Option("--source", help="Only runs from this source: record (ledger run), claude-log, codex-log, gemini-log (imported sessions; repeatable).", show_default=False)] = None,
 ) -> None:
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
@@ -146,12 +145,12 @@ def runs(
     from ledger.records.selection import RunFilter, parse_since
     from ledger.views import indexed_selection
 
-    from ledger.cli.common import UsageError
+    from ledger.cli.common import usage_error
 
     try:
         cutoff = parse_since(since) if since is not None else None
     except LedgerError as exc:
-        raise UsageError(exc.message, hint=exc.hint) from None
+        raise usage_error(exc.message, hint=exc.hint) from None
     filters = RunFilter(harness=harness or (), outcome=outcome or (), subject=subject or (), skill=skill or (),
                         source=source or (), since=cutoff, limit=limit)
     sel = indexed_selection(_home(home), db, all_, err, filters=filters)
@@ -172,11 +171,11 @@ def runs(
 
 @handle_errors
 def show(
-    run: Annotated[str, typer.Argument(help="Run id or unique prefix (with or without run_).")],
+    run: Annotated[str, Argument(help="Run id or unique prefix (with or without run_).")],
     home: HomeOpt = None,
     db: DbOpt = None,
     json_: JsonOpt = False,
-    events: Annotated[bool, typer.Option("--events", help="Also print the run's events (read from the record).", metavar="")] = False,
+    events: Annotated[bool, Option("--events", help="Also print the run's events (read from the record).", metavar="")] = False,
 ) -> None:
     """Show one run: its snapshot, usage streams and evidence (from the index)."""
     from ledger.views import indexed_run, snapshot_detail

@@ -104,17 +104,17 @@ def sql(
 def _check_args(query: str, extra: list[str]) -> None:
     """Arguments Click let through (SQL_CONTEXT): a query that starts with an SQL comment is
     fine (it has blanks: no option looks like that); an unknown option is a usage error."""
-    from ledger.cli.common import UsageError
+    from ledger.cli.common import usage_error
 
     if _OPTION_LIKE.fullmatch(query):
-        raise UsageError(f"no such option: {query}", hint=HINT_DASH)
+        raise usage_error(f"no such option: {query}", hint=HINT_DASH)
     for arg in extra:
         if arg.split("=", 1)[0] in _OPTIONS:
-            raise UsageError(f"{arg} came after `--`, where it is not an option", hint=HINT_DASH)
+            raise usage_error(f"{arg} came after `--`, where it is not an option", hint=HINT_DASH)
         if _OPTION_LIKE.fullmatch(arg):
-            raise UsageError(f"no such option: {arg}", hint=HINT_DASH)
-        raise UsageError(f"unexpected extra argument {arg!r}: the query is one argument",
-                         hint="quote the whole query, e.g. ledger sql \"SELECT model, count(*) FROM runs_v GROUP BY model\"")
+            raise usage_error(f"no such option: {arg}", hint=HINT_DASH)
+        raise usage_error(f"unexpected extra argument {arg!r}: the query is one argument",
+                          hint="quote the whole query, e.g. ledger sql \"SELECT model, count(*) FROM runs_v GROUP BY model\"")
 
 
 def _cell(v: Any) -> Any:

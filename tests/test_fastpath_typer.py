@@ -1,0 +1,141 @@
+"""The fast path without Typer (ledger/cli/params.py, fastpath.py; issue 15: a warm report 10x
+faster than ccusage, Typer's import being ~30 ms of it): what the fast parser reads from the
+commands' declarations is what Typer builds from them, option for option, and a warm
+`ledger report` / `runs` / `show` / `index` / `import` imports neither Typer nor the ORM."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import claudehistory
+from conftest import REPO
+from indexhelpers import make_run
+from ledger.cli import fastpath
+
+
+def _kind(k) -> str:
+    if k is bool:
+        return "flag"
+    if getattr(k, "__origin__", None) is list:
+        return f"list[{_kind(k.__args__[0])}]"
+    return {str: "str", int: "int", float: "float", Path: "path"}[k]
+
+
+def _fast_view(command: str) -> dict:
+    """{option: (parameter, kind, min, max, default)} and the argument, as fastpath reads them."""
+    import importlib
+
+    module, name = fastpath.COMMANDS[command]
+    fn = getattr(importlib.import_module(module), name).__wrapped__
+    opts, positional = fastpath._spec(fn)
+    params = inspect.signature(fn).parameters
+    out = {d: (p, _kind(k), info.kw.get("min"), info.kw.get("max"), params[p].default)
+           for d, (p, k, info) in opts.items()}
+    arg = None
+    if positional is not None:
+        default = params[positional].default
+        arg = (positional, None if default is inspect.Parameter.empty else default,
+               default is inspect.Parameter.empty)
+    return {"options": out, "argument": arg}
+
+
+def _typer_view(command: str) -> dict:
+    """The same, read from the Click command Typer builds for `ledger COMMAND`."""
+    from typer.main import get_command
+
+    from ledger.cli.app import app
+
+    cmd = get_command(app).commands[command]
+    out, arg = {}, None
+    for p in cmd.params:
+        if p.param_type_name == "argument":
+            assert arg is None
+            arg = (p.name, p.default, p.required)
+            continue
+        assert not p.secondary_opts and not p.envvar and not p.callback, p.name
+        kind = _kind(p.type_descriptor.annotation)
+        assert p.is_flag == (kind == "flag") and p.multiple == kind.startswith("list["), p.name
+        for d in p.opts:
+            out[d] = (p.name, kind, p.min, p.max, p.default)
+    return {"options": out, "argument": arg}
+
+
+@pytest.mark.parametrize("command", sorted(fastpath.COMMANDS))
+def test_the_fast_spec_is_what_typer_sees(command):
+    fast, typer_ = _fast_view(command), _typer_view(command)
+    assert fast["options"], command  # (an empty spec would send every call to Typer)
+    assert fast == typer_
+
+
+def test_typer_reads_the_declarations_it_is_given():
+    # for_typer hands Typer its own infos, with every keyword of the declaration
+    import typer
+
+    from ledger.cli.params import Option, for_typer
+    from ledger.cli.report_cmd import report
+
+    converted = inspect.signature(for_typer(report)).parameters["limit"].annotation
+    info = converted.__metadata__[0]
+    assert isinstance(info, typer.models.OptionInfo)
+    assert (info.default, info.min, info.show_default) == ("--limit", 0, False)
+    # the command itself keeps ledger's declaration (the fast path reads it)
+    original = inspect.signature(report, eval_str=True).parameters["limit"].annotation.__metadata__[0]
+    assert type(original) is type(Option()) and original.kw["min"] == 0
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    base = tmp_path_factory.mktemp("notyper")
+    claudehistory.generate(base / "claude", sessions=4, seed=7)
+    run = make_run(base / "home", subjects=("task:1",))
+    env = {**os.environ, "LEDGER_HOME": str(base / "home"), "PYTHONPATH": str(REPO), "COLUMNS": "160",
+           "LEDGER_NO_FAST_EXIT": "1"}  # (so that the atexit hook below runs)
+    env.pop("LEDGER_DB", None)
+    # (the first pass after the report's own seals the shard: the commands below find nothing new)
+    for argv in (["import", "claude", "--from", str(base / "claude")], ["report", "daily", "--json"], ["index"]):
+        subprocess.run([sys.executable, "-m", "ledger", *argv], env=env, check=True, capture_output=True)
+    return env, run.name, base / "claude"
+
+
+PROBE = ("import atexit, json, sys\n"
+         "atexit.register(lambda: sys.__stderr__.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n'))\n"
+         "sys.argv = ['ledger', *sys.argv[1:]]\n"
+         "from ledger.cli.app import main\n"
+         "main()\n")
+
+
+def _modules(env: dict, *argv: str) -> tuple[set[str], subprocess.CompletedProcess]:
+    p = subprocess.run([sys.executable, "-c", PROBE, *argv], env=env, capture_output=True)
+    line = p.stderr.decode().rsplit("\nMODULES ", 1)[1]
+    return set(json.loads(line)), p
+
+
+HEAVY = ("typer", "pydantic", "sqlalchemy", "alembic")
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "daily", "--tz", "UTC", "--json"], ["report", "model"], ["runs", "--json"], ["runs"],
+    ["show", "RUN"], ["index", "--json"], ["import", "claude", "--from", "CFG", "--json"],
+], ids=" ".join)
+def test_a_warm_fast_path_command_imports_no_typer_nor_orm(warm, argv):
+    env, run, cfg = warm
+    argv = [a.replace("RUN", run).replace("CFG", str(cfg)) for a in argv]
+    mods, p = _modules(env, *argv)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert p.stdout.strip()
+    assert not [m for m in mods if m.split(".")[0] in HEAVY], argv
+
+
+def test_a_usage_mistake_still_imports_typer_to_say_it(warm):
+    env, _run, _cfg = warm
+    mods, p = _modules(env, "report", "--json", "--csv")  # (found by the command, said as Typer says it)
+    assert (p.returncode, p.stderr.decode().split("\nMODULES")[0]) == (
+        2, "Error: --json and --csv cannot be used together\nHint: run `ledger report --help`\n")
+    assert "typer" in mods
