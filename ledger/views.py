@@ -68,8 +68,10 @@ def _index(home: Path, db: str | None, notify: Any) -> str:
 
     url = dbmod.resolve_url(index_base(home), db)  # (a record store: every home in it)
     summary = index_homes(expand_homes([home]), url, notify=notify, stale_ok=True)
-    for p in summary.skipped:
-        notify(f"warning: skipped damaged record {p.path}: {p.reason}")
+    from ledger.records.model import skipped_warnings
+
+    for line in skipped_warnings(summary.skipped):
+        notify(line)
     return url
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("completed", "failed", "interrupted")
@@ -212,3 +212,18 @@ class ScanProblem:
 
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "reason": self.reason}
+
+
+SKIPPED_SHOWN = 5  # damaged records a reading command names before it sums up the rest
+
+
+def skipped_warnings(problems: Sequence[ScanProblem], shown: int = SKIPPED_SHOWN) -> list[str]:
+    """The warnings a reading command (runs, show, report, sql) prints for damaged records:
+    the first `shown` by path and reason, then one line for the rest. A home with 1,000
+    damaged records would otherwise print 1,000 lines before every answer; `ledger index`
+    (and its --json) lists every one."""
+    out = [f"warning: skipped damaged record {p.path}: {p.reason}" for p in problems[:shown]]
+    if len(problems) > shown:
+        out.append(f"warning: ... and {len(problems) - shown:,} more damaged records skipped "
+                   "(`ledger index` lists them all)")
+    return out
