@@ -308,8 +308,10 @@ class _Part:
             os.close(rfd)
             code = 1
             try:
+                import orjson
+
                 got = self._child(index_path, b, home, start, signature)
-                os.write(wfd, orjson_dumps(got))
+                os.write(wfd, orjson.dumps(got))  # (a few bytes: one atomic pipe write)
                 code = 0
             except BaseException:  # noqa: BLE001 - the parent builds the part itself
                 pass
@@ -376,17 +378,19 @@ class _Part:
             pass
 
 
-def orjson_dumps(obj: Any) -> bytes:
-    import orjson
-
-    return orjson.dumps(obj)
-
-
 def _index_path(raw: Any) -> str | None:
     for _, name, path in raw.execute("PRAGMA database_list").fetchall():
         if name == "main":
             return path or None  # ('' for an in-memory or temporary database)
     return None
+
+
+def _busy() -> bool:
+    """No core to spare right now (the import's rule, ledger.sources.archive): a fork would
+    only share this process's core and add the copy of its rows."""
+    from ledger.sources.archive import _busy as busy
+
+    return busy(os.cpu_count() or 1)
 
 
 def write_all(raw: Any, b: S.FactBuilder, parallel: bool = True) -> None:
@@ -406,7 +410,7 @@ def write_all(raw: Any, b: S.FactBuilder, parallel: bool = True) -> None:
         signature = tuple(raw.execute(_SIGNATURE, (home,)).fetchone())
         n = signature[0]
         split = None
-        if path is not None and n >= PARALLEL_AT:
+        if path is not None and n >= PARALLEL_AT and not _busy():
             split = raw.execute("SELECT created_at, run_id FROM runs WHERE home_id = ? ORDER BY created_at, run_id "
                                 "LIMIT 1 OFFSET ?", (home, int(n * (1 - CHILD_SHARE)))).fetchone()
         if split is None:
