@@ -30,7 +30,7 @@ def _warnings(stderr: str) -> list[str]:
 def test_reading_commands_name_five_and_count_the_rest(home, tmp_path):
     _damaged_home(home, SKIPPED_SHOWN + 3)
     db = f"sqlite:///{tmp_path / 'i.sqlite'}"
-    for args in (["runs", "--all"], ["report", "--json"], ["runs", "--json"]):
+    for args in (["runs", "--all"], ["report", "--json"], ["runs", "--json"], ["sql", "select 1"]):
         res = runner.invoke(app, [*args, "--db", db])
         assert res.exit_code == 0, res.output
         lines = _warnings(res.stderr)

@@ -62,8 +62,10 @@ def sql(
         url = dbmod.resolve_url(index_base(home_path), db)
         homes = expand_homes([home_path])  # a record store (`ledger push`): every home in it
         summary = index_homes(homes, url, notify=err, stale_ok=True)
-        for p in summary.skipped:
-            err(f"warning: skipped damaged record {p.path}: {p.reason}")
+        from ledger.records.model import skipped_warnings
+
+        for line in skipped_warnings(summary.skipped):
+            err(line)
         querying = True
         import contextlib
 
