@@ -1,10 +1,11 @@
 """`ledger report --html`: one self-contained page, drawn in the browser from the reports'
 JSON documents (each one exactly what `ledger report --json` prints for its query).
 
-The page holds the document as inert JSON (`<script type="application/json">`), Plotly's
-JavaScript (the optional `ledger[html]` extra) and a small script that builds the charts and
-tables from the document. Nothing is fetched at view time (a Content-Security-Policy forbids
-it), and every string from the data reaches the page as text, never as markup.
+The page holds the document as inert JSON (`<script type="application/json">`), the
+JavaScript of Vega-Lite (Vega, Vega-Lite and vega-embed, from the optional `ledger[html]`
+extra) and a small script that builds the tables and the charts' specifications from the
+document. Nothing is fetched at view time (a Content-Security-Policy forbids it), and every
+string from the data reaches the page as text, never as markup.
 """
 
 from __future__ import annotations
@@ -26,60 +27,49 @@ PER_RUN_KINDS = ("run", "session", "subject", "task")
 PAGE_LIMIT = 100
 
 
-def plotly_js() -> str:
-    """Plotly's JavaScript, to be inlined; a clear error when the extra is not installed."""
+def vega_js() -> str:
+    """Vega, Vega-Lite and vega-embed as one script, to be inlined; a clear error when the
+    extra is not installed.
+
+    vl-convert-python ships the libraries and bundles them on request (1.5-2.5 s in a fresh
+    process, most of a page's writing time), so the bundle is kept in the cache directory,
+    one file per installed vl-convert (its version and its library file's size and mtime:
+    an upgrade or a reinstall is a new bundle). Any trouble with the cache and the bundle is
+    made again, in memory."""
     try:
-        from plotly.offline import get_plotlyjs
+        import vl_convert
     except ImportError:
-        raise LedgerError("the HTML report needs the Plotly charting library, which is not installed",
-                          f"install it: {INSTALL_HINT}") from None
-    return only_traces(get_plotlyjs(), PAGE_TRACES)
+        raise LedgerError("the HTML report needs the Vega-Lite charting library (vl-convert-python), "
+                          "which is not installed", f"install it: {INSTALL_HINT}") from None
+    import contextlib
+    import hashlib
+    import os
 
+    from ledger.price_rates import cache_dir
 
-# the trace types the page draws (scatter is Plotly's core, always there)
-PAGE_TRACES = ("bar",)
-
-
-def only_traces(js: str, keep: tuple[str, ...]) -> str:
-    """Plotly's bundle registering only the trace types `keep` at start-up.
-
-    The Python package ships the full bundle (4.8 MB, 47 trace types and components), and
-    registering every one of them is most of its start-up in the browser (measured in
-    Chromium: ~60 % of the script's time; parsing the text is the rest). Its modules are
-    lazy (esbuild: a module's code runs when first required), and the bundle's entry point
-    requires them all in one `register([...])` call: that list is cut to the modules of the
-    traces in `keep`. Found from the bundle's own text (each trace module declares
-    `moduleType:"trace",name:"..."`); any doubt, e.g. another Plotly's bundle, and the bundle
-    is returned whole, as it was."""
-    import re
-
-    call = list(re.finditer(r"\.register\(\[((?:[A-Za-z0-9_$]+\(\),)*[A-Za-z0-9_$]+\(\))\]\)", js))
-    if len(call) != 1:
-        return js
-    listed = [name[:-2] for name in call[0].group(1).split(",")]
-    module_def = re.compile(r"var ([A-Za-z0-9_$]+)=[A-Za-z0-9_$]+\(\(")
-    wanted = set()
-    for trace in keep:
-        declared = f'moduleType:"trace",name:"{trace}"'
-        at = js.find(declared)
-        if at < 0 or js.find(declared, at + 1) >= 0:
-            return js
-        # the module declaring it: the last module definition before the declaration
-        defs = list(module_def.finditer(js, max(0, at - 100_000), at))
-        if not defs:
-            return js
-        wanted.add(defs[-1].group(1))
-    # each listed module re-exports a trace module: `var NAME=W((a,b)=>{"use strict";b.exports=MOD()})`
-    wrapper = re.compile(r'=[A-Za-z0-9_$]+\(\(([A-Za-z0-9_$]+),([A-Za-z0-9_$]+)\)=>\{"use strict";\2\.exports=([A-Za-z0-9_$]+)\(\)\}\)')
-    targets: dict[str, str] = {}
-    for m in re.finditer("var (" + "|".join(re.escape(n) for n in listed) + ")(?==)", js):
-        w = wrapper.match(js, m.end())
-        if w is not None:
-            targets[m.group(1)] = w.group(3)
-    kept = [name for name in listed if targets.get(name) in wanted]
-    if len(kept) != len(keep):
-        return js
-    return js[:call[0].start(1)] + ",".join(f"{name}()" for name in kept) + js[call[0].end(1):]
+    try:
+        st = os.stat(getattr(vl_convert, "vl_convert", vl_convert).__file__)  # its native library
+        identity = f"{getattr(vl_convert, '__version__', '?')}|{st.st_size}|{st.st_mtime_ns}"
+    except (AttributeError, OSError, TypeError):
+        identity = None
+    cached = None
+    if identity is not None:
+        cached = Path(cache_dir()) / f"vega-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.js"
+        try:
+            return cached.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
+    js = vl_convert.javascript_bundle()
+    if cached is not None:
+        tmp = cached.with_name(f".{cached.name}.tmp{os.getpid()}")
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(js, encoding="utf-8")
+            os.replace(tmp, cached)
+        except OSError:  # a read-only cache: the page is still written
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    return js
 
 
 def write_report(home: str | Path, db: str | None, q: ReportQuery, path: str | Path,
@@ -88,7 +78,7 @@ def write_report(home: str | Path, db: str | None, q: ReportQuery, path: str | P
     Returns the report itself (its warnings are the CLI's) and the page's path."""
     from ledger.report.service import build_reports
 
-    js = plotly_js()  # a missing extra is said before any work
+    js = vega_js()  # a missing extra is said before any work
     queries = page_queries(q)
     reports = dict(zip(queries, build_reports(home, db, list(queries.values()), notify=notify, resync=resync)))
     return reports["report"], write_page(path, page_document(reports), js)
@@ -131,8 +121,8 @@ def render_page(doc: dict[str, Any], js: str | None = None) -> str:
     data = (orjson.dumps(doc).decode().replace("&", "\\u0026").replace("<", "\\u003c")
             .replace(">", "\\u003e"))
     page = _TEMPLATE.replace("/*STYLE*/", _STYLE)
-    head, tail = page.replace("/*DATA*/", data).replace("/*APP*/", _APP).split("/*PLOTLY*/")
-    return head + (plotly_js() if js is None else js) + tail
+    head, tail = page.replace("/*DATA*/", data).replace("/*APP*/", _APP).split("/*VEGA*/")
+    return head + (vega_js() if js is None else js) + tail
 
 
 def write_page(path: str | Path, doc: dict[str, Any], js: str | None = None) -> Path:
@@ -157,7 +147,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="Content-Security-Policy"
-      content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:">
+      content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:; font-src data:">
 <meta name="color-scheme" content="light dark">
 <title>ledger report</title>
 <style>/*STYLE*/</style>
@@ -173,8 +163,9 @@ _TEMPLATE = """<!DOCTYPE html>
   <section id="summary" class="cards"></section>
   <section>
     <h2>Cost <span class="unit">USD</span></h2>
-    <p class="legend-note">Bars: the known cost of each model. Hatched: a lower bound (part of the
-    cost is unknown). Markers: the group's total and its basis (&#9650; partial, &#10005; unknown).</p>
+    <p class="legend-note">Bars: the known cost of each model. Faded with a dashed outline: a lower
+    bound (part of the cost is unknown). Markers: the group's total and its basis (&#9651; partial,
+    &#10005; unknown).</p>
     <div id="cost-chart" class="chart"></div>
   </section>
   <section>
@@ -200,8 +191,8 @@ _TEMPLATE = """<!DOCTYPE html>
 </main>
 <script type="application/json" id="ledger-data">/*DATA*/</script>
 <script>/*APP*/</script>
-<script>/*PLOTLY*/</script>
-<script>ledgerCharts();</script>
+<script type="module">/*VEGA*/</script>
+<script type="module">ledgerCharts();</script>
 </body>
 </html>
 """
@@ -227,7 +218,7 @@ h2 { font-size: 1.15rem; margin: 1.6rem 0 0.4rem; }
         min-width: 9rem; }
 .card b { display: block; font-size: 1.2rem; }
 .card span { color: var(--muted); font-size: 0.85em; }
-.chart { width: 100%; height: 380px; }
+.chart { width: 100%; min-height: 380px; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 th, td { padding: 0.25rem 0.5rem; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
@@ -236,20 +227,24 @@ td.id { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 
 th { color: var(--muted); font-weight: 600; }
 .basis-partial, .basis-unknown { color: var(--warn); }
 .empty { color: var(--muted); }
+/* the charts' tooltips (vega-tooltip's "custom" theme: the page's colours) */
+#vg-tooltip-element.custom-theme { background: var(--card); color: var(--fg); border: 1px solid var(--line);
+  font-variant-numeric: tabular-nums; }
+#vg-tooltip-element.custom-theme td.key { color: var(--muted); }
 @media print {
   :root { --bg: #ffffff; --fg: #000000; --muted: #444444; --line: #bbbbbb; --card: #ffffff; --warn: #7a3e00;
           --grid: rgba(0,0,0,0.12); }
   body { max-width: none; padding: 0; font-size: 11px; }
   section, .chart, tr { break-inside: avoid; }
-  .modebar-container { display: none !important; }
+  .chart canvas { max-width: 100% !important; height: auto !important; }  /* the picture, to the paper's width */
   .scroll { overflow: visible; }
   th, td { white-space: normal; }
 }
 """
 
 # The page's script: reads the JSON document and builds everything from it. Strings from the
-# data go into the DOM with textContent, and into Plotly (which reads a few HTML tags in its
-# labels) through plotlyText, which escapes them.
+# data go into the DOM with textContent, and into the charts as data (Vega draws them as
+# text; its tooltips escape them), never into an expression or markup.
 _APP = r"""
 "use strict";
 (function () {
@@ -262,7 +257,6 @@ _APP = r"""
                host: "host", task: "task", home: "home"};
 
   const label = (k) => (k === null || k === undefined) ? "(none)" : String(k);
-  const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const NF = new Intl.NumberFormat("en-US");  // one formatter: toLocaleString per figure is slow
   const int = (v) => (v === null || v === undefined) ? "\u2014" : NF.format(v);
   // costs are rounded to 10 decimals in the JSON: shown exactly, without exponents
@@ -282,10 +276,10 @@ _APP = r"""
     if (d.cost_usd_known !== null && d.cost_usd_known !== undefined) return "\u2265" + usd(d.cost_usd_known);
     return "unknown";
   }
-  function costLine(d) {
-    if (d.cost_basis === "unknown") return "cost: unknown";
-    if (d.cost_basis === "not_applicable") return "cost: n/a (plain commands)";
-    let s = "cost: " + cost(d) + " (" + d.cost_basis;
+  function costLine(d) {  // the tooltip's "cost" line
+    if (d.cost_basis === "unknown") return "unknown";
+    if (d.cost_basis === "not_applicable") return "n/a (plain commands)";
+    let s = cost(d) + " (" + d.cost_basis;
     if (d.unmeasured_cost_runs) s += ": " + int(d.unmeasured_cost_runs) + " of " + int(d.runs) + " unknown";
     return s + ")";
   }
@@ -364,22 +358,16 @@ _APP = r"""
       ...maybe("skill_invoked_rate", "skill invoked", pct), ...maybe("tool_error_rate", "tool errors", pct),
       ...costColumns]);
   }
-  // ---- charts: one bar per group, stacked by model (the --breakdown rows); drawn once
-  // Plotly, which comes after this script, is loaded (the tables show before)
-  window.ledgerCharts = function () {
+  // ---- charts: one bar per group and model (the --breakdown rows), stacked, drawn by
+  // Vega-Lite once its script (a module: run after the page is parsed) is there; the header,
+  // the totals and the tables show before
+  window.ledgerCharts = async function () {
     const css = getComputedStyle(document.documentElement);
-    const theme = () => ({paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-                          font: {color: css.getPropertyValue("--fg").trim(), size: 12},
-                          "xaxis.gridcolor": css.getPropertyValue("--grid").trim(),
-                          "yaxis.gridcolor": css.getPropertyValue("--grid").trim()});
-    const themed = (layout) => {  // the theme's "a.b" keys, nested for newPlot
-      for (const [k, v] of Object.entries(theme())) {
-        const [a, b] = k.split(".");
-        if (b) layout[a][b] = v; else layout[a] = v;
-      }
-      return layout;
-    };
-    const xs = R.rows.map((r) => plotlyText(label(r.key)));
+    const screen = () => ({fg: css.getPropertyValue("--fg").trim(), grid: css.getPropertyValue("--grid").trim()});
+    const PAPER = {fg: "#000000", grid: "rgba(0,0,0,0.12)"};  // paper is white whatever the screen's scheme
+    const keys = R.rows.map((r) => label(r.key));
+    const K = KEY[R.report];
+    // the models, the most expensive first: the stacks' order (bottom up) and the legend's
     const models = [];
     const seen = new Map();
     for (const r of R.rows) for (const m of r.models || []) {
@@ -388,62 +376,110 @@ _APP = r"""
       seen.set(name, seen.get(name) + (m.cost_usd_known || 0));
     }
     models.sort((a, b) => seen.get(b) - seen.get(a));
-    function stacks(value, hover, pattern) {
-      return models.map((name) => {
-        const cells = R.rows.map((r) => (r.models || []).find((m) => label(m.model) === name) || null);
-        const trace = {type: "bar", name: plotlyText(name), x: xs, y: cells.map((m) => m ? value(m) : null),
-                       hovertext: cells.map((m, i) => m ? plotlyText(name) + "<br>" + plotlyText(label(R.rows[i].key)) +
-                                                         "<br>" + hover(m) : ""),
-                       hoverinfo: "text"};
-        if (cells.some((m) => m && pattern && pattern(m))) {
-          trace.marker = {pattern: {shape: cells.map((m) => m && pattern(m) ? "/" : "")}};
+    const rank = new Map(models.map((m, i) => [m, i]));
+    // a bar per bucket and model whose figure is known, stacked here (base y0, top y1: the
+    // figure itself is `value`); `tip` makes its tooltip's lines when it is shown (formatting
+    // every bar's figures up front took longer than drawing them)
+    function stacks(value, tip, lower) {
+      const out = [];
+      R.rows.forEach((r, i) => {
+        const cells = (r.models || []).slice().sort((a, b) => rank.get(label(a.model)) - rank.get(label(b.model)));
+        let base = 0;
+        for (const m of cells) {
+          const v = value(m);
+          if (v === null || v === undefined) continue;
+          out.push({key: keys[i], model: label(m.model), value: v, y0: base, y1: base + v, lower: lower(m), cell: m, tip});
+          base += v;
         }
-        return trace;
       });
+      return out;
     }
-    const SYMBOL = {partial: "triangle-up-open", unknown: "x-thin-open"};
-    const costTraces = stacks((m) => m.cost_usd_known,
-      (m) => "runs: " + int(m.runs) + "<br>" + costLine(m) + "<br>tokens: " + int(m.total_tokens),
+    const barTip = (d) => ({model: d.model, [K]: d.key, runs: int(d.cell.runs)});
+    const costBars = stacks((m) => m.cost_usd_known,
+      (d) => Object.assign(barTip(d), {cost: costLine(d.cell), tokens: tokens(d.cell)}),
       (m) => m.cost_basis === "partial");
-    costTraces.push({type: "scatter", mode: "markers", name: "group total", x: xs,
-      y: R.rows.map((r) => r.cost_usd_known === null ? 0 : r.cost_usd_known),
-      marker: {symbol: R.rows.map((r) => SYMBOL[r.cost_basis] || "line-ew-open"), size: 11,
-               color: "#7f7f7f", line: {width: 2}},  // grey: seen on light, dark and paper
-      hovertext: R.rows.map((r) => plotlyText(label(r.key)) + "<br>runs: " + int(r.runs) + "<br>" + costLine(r)),
-      hoverinfo: "text"});
-    const tokenTraces = stacks((m) => m.total_tokens, (m) => "runs: " + int(m.runs) + "<br>tokens: " +
-      int(m.total_tokens) + "<br>input " + int(m.input_tokens) + " \u00b7 output " + int(m.output_tokens) +
-      "<br>cache read " + int(m.cache_read_tokens) + " \u00b7 cache write " + int(m.cache_write_tokens) +
-      "<br>reasoning " + int(m.reasoning_tokens));
-    const axis = {type: "category", automargin: true, title: {text: KEY[R.report]}};
-    if (!TIME) axis.tickangle = -30;
-    const layout = (ytitle) => ({barmode: "stack", margin: {t: 10, r: 10}, hovermode: "closest",
-      legend: {orientation: "h", y: -0.25}, xaxis: Object.assign({}, axis),
-      yaxis: {title: {text: ytitle}, rangemode: "tozero", automargin: true}});
-    const config = {responsive: true, displaylogo: false};
-    const charts = [["cost-chart", costTraces, "USD (known)"], ["tokens-chart", tokenTraces, "tokens"]];
-    const drawn = () => charts.filter(([id]) => document.getElementById(id).data);
-    // the charts follow the reader's colour scheme, and the paper width when printed
-    matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-      for (const [id] of drawn()) Plotly.relayout(id, theme());
-    });
-    // (paper is white whatever the screen's scheme)
-    const PAPER = {font: {color: "#000000", size: 12}, "xaxis.gridcolor": "rgba(0,0,0,0.12)",
-                   "yaxis.gridcolor": "rgba(0,0,0,0.12)"};
-    const redraw = (look) => () => { for (const [id] of drawn()) { Plotly.relayout(id, look()); Plotly.Plots.resize(id); } };
-    window.addEventListener("beforeprint", redraw(() => PAPER));
-    window.addEventListener("afterprint", redraw(theme));
+    const tokenBars = stacks((m) => m.total_tokens, (d) => Object.assign(barTip(d), {tokens: tokens(d.cell),
+      input: int(d.cell.input_tokens), output: int(d.cell.output_tokens), "cache read": int(d.cell.cache_read_tokens),
+      "cache write": int(d.cell.cache_write_tokens), reasoning: int(d.cell.reasoning_tokens)}), () => false);
+    // each group's total: a marker whose shape is its basis (a lower bound, unknown: never a silent 0)
+    const SHAPE = {partial: "triangle-up", unknown: "M-1,-1L1,1M-1,1L1,-1"};
+    const totals = R.rows.map((r, i) => ({key: keys[i], value: r.cost_usd_known === null ? 0 : r.cost_usd_known,
+      basis: r.cost_basis, shape: SHAPE[r.cost_basis] || "stroke", cell: r,
+      tip: (d) => ({[K]: d.key, runs: int(d.cell.runs), cost: costLine(d.cell)})}));
+
+    // every bucket keeps its place on the axis, in the report's order; a long axis is labelled
+    // at about 30 of them (the tooltips name each bar)
+    const step = Math.ceil(keys.length / 30);
+    const axis = {labelAngle: TIME && step === 1 ? 0 : -30, labelLimit: 180, labelOverlap: true};
+    if (step > 1) axis.values = keys.filter((_, i) => i % step === 0);
+    const x = {field: "key", type: "ordinal", title: K, scale: {domain: keys}, axis};
+    // a model has one colour in both charts; a chart's legend names the models it has a bar of
+    const color = (values) => {
+      const drawn = new Set(values.map((d) => d.model));
+      return {field: "model", type: "nominal", scale: {domain: models},
+              legend: {title: null, orient: "bottom", direction: "horizontal", labelLimit: 300,
+                       values: models.filter((m) => drawn.has(m))}};
+    };
+    const bars = (name, values, ytitle) => ({
+      name, data: {values}, mark: {type: "bar", tooltip: {expr: "datum"}},
+      encoding: {x, color: color(values), y: {field: "y1", type: "quantitative", title: ytitle}, y2: {field: "y0"},
+                 // a lower bound: faded, with a dashed outline
+                 fillOpacity: {condition: {test: "datum.lower", value: 0.45}, value: 1},
+                 stroke: {condition: {test: "datum.lower", value: "#7f7f7f"}, value: null},
+                 strokeDash: {condition: {test: "datum.lower", value: [4, 2]}, value: [1, 0]}}});
+    const look = screen();
+    const chart = (layers) => ({
+      width: "container", height: 300, background: "transparent", autosize: {type: "fit-x", contains: "padding"},
+      params: [{name: "fg", value: look.fg}, {name: "grid", value: look.grid}],
+      config: {font: getComputedStyle(document.body).fontFamily, view: {stroke: null},
+               axis: {labelColor: {expr: "fg"}, titleColor: {expr: "fg"}, domainColor: {expr: "fg"},
+                      tickColor: {expr: "fg"}, gridColor: {expr: "grid"}},
+               legend: {labelColor: {expr: "fg"}, titleColor: {expr: "fg"}}},
+      layer: layers});
+    const markers = {
+      name: "cost_totals", data: {values: totals},
+      // grey: seen on light, dark and paper
+      mark: {type: "point", filled: false, size: 110, strokeWidth: 2, color: "#7f7f7f", tooltip: {expr: "datum"}},
+      encoding: {x, y: {field: "value", type: "quantitative", title: "USD (known)"},
+                 shape: {field: "shape", type: "nominal", scale: null}}};
+    // (a layer without data is left out: Vega warns about the extent of nothing)
+    const charts = [
+      ["cost-chart", [costBars.length && bars("cost_bars", costBars, "USD (known)"), totals.length && markers]],
+      ["tokens-chart", [tokenBars.length && bars("tokens_bars", tokenBars, "tokens")]],
+    ].map(([id, layers]) => [id, layers.filter(Boolean)]);
+    // a bar's or marker's tooltip (vega-tooltip shows it): the lines its datum's `tip` makes,
+    // as text (vega-tooltip's sanitize escapes it)
+    const formatTooltip = (d, sanitize) => "<table>" + Object.entries(d.tip(d)).map(([k, v]) =>
+      '<tr><td class="key">' + sanitize(k) + '</td><td class="value">' + sanitize(v) + "</td></tr>").join("") + "</table>";
+    const views = window.ledgerViews = {}, compiled = window.ledgerVega = {};
+    // the charts follow the reader's colour scheme, and paper's colours when printed
+    const recolour = (c) => { for (const v of Object.values(views)) v.signal("fg", c.fg).signal("grid", c.grid).runAsync(); };
+    matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => recolour(screen()));
+    window.addEventListener("beforeprint", () => recolour(PAPER));
+    window.addEventListener("afterprint", () => recolour(screen()));
     // one chart per task, the first (cost) painted before the next is drawn: a chart of a
     // year of days by model is thousands of bars (scripts/bench_report.py --html marks each)
-    let next = 0;
-    const draw = () => {
-      const [id, traces, ytitle] = charts[next++];
-      Plotly.newPlot(id, traces, themed(layout(ytitle)), config);
+    for (let i = 0; i < charts.length; i++) {
+      const [id, layers] = charts[i];
+      if (!layers.length) {  // nothing to draw: said so
+        const p = document.createElement("p"); p.className = "empty";
+        p.textContent = R.rows.length ? "no known figure" : "no runs";
+        const el = document.getElementById(id);
+        el.replaceChildren(p);
+        el.style.minHeight = "0";
+        performance.mark("ledger-drawn-" + id);
+        continue;
+      }
+      if (i) await new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
+      // canvas: a year of days by model drawn as SVG took 20-60 % more time (docs/benchmarks.md);
+      // printed, the picture is scaled to the paper's width
+      const out = await vegaEmbed("#" + id, chart(layers), {mode: "vega-lite", renderer: "canvas", actions: false,
+                                                   tooltip: {theme: "custom", formatTooltip}});
+      views[id] = out.view;
+      compiled[id] = out.vgSpec;  // (what Vega runs: its expressions hold no string from the data)
       performance.mark("ledger-drawn-" + id);
-      if (next < charts.length) requestAnimationFrame(() => setTimeout(draw, 0));
-      else document.body.dataset.ready = "1";
-    };
-    draw();
+    }
+    document.body.dataset.ready = "1";
   };
 })();
 """
