@@ -37,12 +37,40 @@ _PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "google": "google"}
 @lru_cache(maxsize=1)
 def price_data_version() -> str:
     """The price table's identity, e.g. "genai-prices 0.2.3" (recorded next to estimates)."""
+    found = _dist_info_version("genai_prices")
+    if found is not None:
+        return f"{PACKAGE} {found}"
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return f"{PACKAGE} {version(PACKAGE)}"
     except PackageNotFoundError:  # pragma: no cover - it is a hard dependency
         return f"{PACKAGE} (unknown version)"
+
+
+def _dist_info_version(name: str) -> str | None:
+    """The version in the name of the `<name>-<version>.dist-info` directory that
+    importlib.metadata would read (the first sys.path entry holding one), without importing
+    it: importlib.metadata and the email parser it loads cost ~70 M instructions, more than a
+    tenth of a warm `ledger report` (issue 15). None (importlib.metadata decides) when that
+    entry holds none for `name` but an .egg-info, or several."""
+    import os
+    import sys
+
+    prefix = name.lower() + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:  # (a zip file, a missing directory)
+            continue
+        hits = [n for n in names if n.lower().startswith(prefix)
+                and n.endswith((".dist-info", ".egg-info", ".egg-link"))]
+        if not hits:
+            continue
+        if len(hits) == 1 and hits[0].endswith(".dist-info"):
+            return hits[0][len(prefix):-len(".dist-info")]
+        return None
+    return None
 
 
 def _count(counters: Mapping[str, Any], name: str) -> int | None:

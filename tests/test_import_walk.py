@@ -121,7 +121,13 @@ def test_imports_keep_the_listings_and_readers_use_them(home, cfg, monkeypatch):
     again = archive.refresh(home)[0]
     assert (again.new_bytes, again.unchanged) == (len(log(2)), 7)
     assert [c for c in calls if c.startswith(str(cfg))] == []
-    # a damaged cache is no cache
-    (home / "sources" / "claude" / archive.TREE_FILE).write_bytes(b"{not json")
+    # a damaged cache is no cache: without the quick file the walk uses the listings, without
+    # both it lists again
+    state = home / "sources" / "claude"
+    (state / archive.QUICK_FILE).write_bytes(b"{not json")
     third = archive.refresh(home)[0]
-    assert third.new_bytes == 0 and third.files == 8 and [c for c in calls if c.startswith(str(cfg))]
+    assert third.new_bytes == 0 and third.files == 8 and [c for c in calls if c.startswith(str(cfg))] == []
+    (state / archive.QUICK_FILE).write_bytes(b"{not json")
+    (state / archive.TREE_FILE).write_bytes(b"{not json")
+    fourth = archive.refresh(home)[0]
+    assert fourth.new_bytes == 0 and fourth.files == 8 and [c for c in calls if c.startswith(str(cfg))]

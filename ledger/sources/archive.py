@@ -38,6 +38,7 @@ import json
 import operator
 import os
 import stat as stat_mod
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -170,9 +171,14 @@ class Found:
     st: os.stat_result
 
 
-def discover(client: Client, root: Path, summary: ClientSummary, tree: "Tree | None" = None) -> list[Found]:
+def discover(client: Client, root: Path, summary: ClientSummary, tree: "Tree | None" = None,
+             seen: "Callable[[], Mapping[str, list[int]]] | None" = None) -> list[Found]:
     """The logs below `root`, symlinks never followed; problems go to `summary.skipped`.
-    `tree`: the listings of directories unchanged since an earlier walk (see Tree)."""
+    `tree`: the listings of directories unchanged since an earlier walk (see Tree).
+    `seen` (the Archiver's seen cache, loaded when first needed; not for a client whose logs
+    are keyed by name): a log whose size, mtime and inode are those it was archived whole at
+    is counted unchanged in `summary` (files, unchanged) and not returned, as Archiver.run
+    would do (most logs of a walk)."""
     found: list[Found] = []
     real_root = os.path.realpath(root)
     for sub in client.subdirs:
@@ -190,15 +196,18 @@ def discover(client: Client, root: Path, summary: ClientSummary, tree: "Tree | N
         if not stat_mod.S_ISDIR(st.st_mode):
             summary.skipped.append(Problem(top, "not a directory"))
             continue
-        found.extend(_walk(client, str(root), sub, real_root, summary, tree))
+        found.extend(_walk(client, str(root), sub, real_root, summary, tree,
+                           None if client.key_by_name else seen))
     return found
 
 
 def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSummary,
-          tree: "Tree | None" = None) -> Iterator[Found]:
+          tree: "Tree | None" = None, seen: "Callable[[], Mapping[str, list[int]]] | None" = None
+          ) -> Iterator[Found]:
     # (every reader walks the config dirs: this loop is most of a warm `ledger report`)
     by_name = operator.attrgetter("name")
     stack = [sub]
+    unchanged = 0  # (logs `seen` has as they are: counted, not yielded)
     while stack:
         rel_dir = stack.pop()
         path_dir = root + rel_dir if root.endswith("/") else f"{root}/{rel_dir}"  # (os.path.join's answer)
@@ -208,10 +217,12 @@ def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSu
                 st_dir = os.lstat(path_dir)  # (before the listing: a change after it is seen next time)
             except OSError:
                 pass
-            cached = tree.walk_cached(path_dir, st_dir, rel_dir, root) if st_dir is not None else None
+            cached = tree.walk_cached(path_dir, st_dir, rel_dir, root, seen) if st_dir is not None else None
             if cached is not None:
-                logs, subdirs = cached
-                yield from logs
+                logs, subdirs, same = cached
+                unchanged += same
+                if logs:
+                    yield from logs
                 stack.extend(reversed(subdirs))
                 continue
         listed_ns = time.time_ns()
@@ -256,10 +267,18 @@ def _walk(client: Client, root: str, sub: str, real_root: str, summary: ClientSu
                 plain = False
                 continue
             names.append(name)
+            if seen is not None:
+                was = seen().get(e.path)
+                if (was is not None and was[0] == st.st_size and was[1] == st.st_mtime_ns
+                        and was[2] == st.st_ino):
+                    unchanged += 1
+                    continue
             yield Found(root, rel, e.path, st)
         if tree is not None and plain and st_dir is not None:
             tree.keep(path_dir, st_dir, listed_ns, names, [d.rsplit("/", 1)[-1] for d in subdirs])
         stack.extend(reversed(subdirs))
+    summary.files += unchanged
+    summary.unchanged += unchanged
 
 
 class Tree:
@@ -281,26 +300,36 @@ class Tree:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             self.dirs = {}
 
-    def walk_cached(self, path_dir: str, st: os.stat_result, rel_dir: str, root: str
-                    ) -> tuple[list[Found], list[str]] | None:
-        """(the directory's logs, stat'ed now; its subdirectories) from the kept listing, or
+    def walk_cached(self, path_dir: str, st: os.stat_result, rel_dir: str, root: str,
+                    seen: "Callable[[], Mapping[str, list[int]]] | None" = None
+                    ) -> tuple[list[Found], list[str], int] | None:
+        """(the directory's logs, stat'ed now; its subdirectories; how many logs are unchanged
+        since archived whole, left out of the logs: see discover) from the kept listing, or
         None when it must be listed."""
         kept = self.dirs.get(path_dir)
         if kept is None or kept[0] != st.st_mtime_ns or kept[1] != st.st_ino or not stat_mod.S_ISDIR(st.st_mode):
             return None
         logs = []
+        same = 0
+        lstat, is_reg = os.lstat, stat_mod.S_ISREG
+        get = seen().get if seen is not None and kept[2] else None
         for name in kept[2]:
             path = f"{path_dir}/{name}"
             try:
-                fst = os.lstat(path)
+                fst = lstat(path)
             except OSError:
                 fst = None
-            if fst is None or not stat_mod.S_ISREG(fst.st_mode):  # (cannot happen unless the mtime was set back)
+            if fst is None or not is_reg(fst.st_mode):  # (cannot happen unless the mtime was set back)
                 del self.dirs[path_dir]
                 self.dirty = True
                 return None
+            if get is not None:
+                was = get(path)
+                if was is not None and was[0] == fst.st_size and was[1] == fst.st_mtime_ns and was[2] == fst.st_ino:
+                    same += 1  # (most logs of a reader's walk: no Found made)
+                    continue
             logs.append(Found(root, f"{rel_dir}/{name}", path, fst))
-        return logs, [f"{rel_dir}/{d}" for d in kept[3]]
+        return logs, [f"{rel_dir}/{d}" for d in kept[3]] if kept[3] else [], same
 
     def keep(self, path_dir: str, st: os.stat_result, listed_ns: int, logs: list[str], subdirs: list[str]) -> None:
         if st.st_mtime_ns + self.RACY_NS > listed_ns:
@@ -317,6 +346,147 @@ class Tree:
             _write_atomic(self.path, _dumps({"v": 1, "dirs": self.dirs}), durable=False)
             self.dirty = False
 
+
+class Quick:
+    """The last walk in one file (`.state/quick.bin`, a cache), for a reader's refresh (issue
+    15: a warm `ledger report`): every directory the walk visited, all of them kept listings
+    (see Tree), and every log in them, each with its stat: a directory's mtime and inode, the
+    size, mtime and inode at which a log was archived whole (the seen cache's signature) or
+    found waiting for the end of its last line (what its state file says at that stat). When
+    every directory is as it was, a walk would visit the same directories and list the same
+    logs, so the logs whose stat differs are all there is to do: neither the listings nor the
+    seen cache are read (on a 5,654-log history that was ~60 of the refresh's ~140 M
+    instructions). A directory that differs (an entry added, removed, renamed) or any doubt
+    sends the refresh to the walk, which writes the file again. Not used for a client whose
+    logs are keyed by name (the walk order decides which copy of a log wins).
+
+    Layout: a JSON header line {"v", "roots", "n"}; four columns of n little-endian int64
+    (kind: root index << 2 | WAITING | DIR; size, -1 for none; mtime_ns; inode); the n paths,
+    NUL-separated, in the file system's encoding."""
+
+    VERSION = 1
+    DIR = 1
+    WAITING = 2
+
+    def __init__(self, roots: list[str], ints: Any, paths: list[bytes]) -> None:
+        self.roots = roots
+        self.ints = ints  # array('q'): the four columns, n each
+        self.paths = paths
+        self.changed: list[int] = []  # entries whose log differed in check()
+
+    @classmethod
+    def load(cls, path: str | Path, roots: list[str]) -> "Quick | None":
+        from array import array
+
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            head, _, rest = data.partition(b"\n")
+            meta = _loads(head)
+            n = meta["n"]
+            if meta.get("v") != cls.VERSION or meta.get("roots") != roots or not isinstance(n, int) or n <= 0:
+                return None
+            ints = array("q")
+            ints.frombytes(rest[:32 * n])
+            if len(ints) != 4 * n or sys.byteorder != "little":
+                return None
+            paths = rest[32 * n:].split(b"\0")  # (bytes: os.lstat takes them as they are)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return cls(roots, ints, paths) if len(paths) == n else None
+
+    def check(self, summary: ClientSummary) -> list[Found] | None:
+        """The logs that differ from their entry, stat'ed now (counted in `summary` with the
+        ones that do not), or None (nothing counted) when a directory differs."""
+        n = len(self.paths)
+        cols = self.ints.tolist()
+        kinds, sizes, mtimes, inodes = cols[:n], cols[n:2 * n], cols[2 * n:3 * n], cols[3 * n:]
+        lstat, fmt, s_dir, s_reg = os.lstat, stat_mod.S_IFMT, stat_mod.S_IFDIR, stat_mod.S_IFREG
+        changed: list[tuple[int, os.stat_result]] = []
+        same = waiting = 0
+        i = -1
+        for path, kind, size, mtime, inode in zip(self.paths, kinds, sizes, mtimes, inodes):
+            i += 1
+            try:
+                st = lstat(path)
+            except OSError:
+                return None
+            if kind & 1:  # a directory: as listed, or the walk decides
+                if st.st_mtime_ns != mtime or st.st_ino != inode or fmt(st.st_mode) != s_dir:
+                    return None
+            elif fmt(st.st_mode) != s_reg:
+                return None
+            elif st.st_size == size and st.st_mtime_ns == mtime and st.st_ino == inode:
+                same += 1
+                if kind & 2:
+                    waiting += 1
+            else:
+                changed.append((i, st))
+        summary.files += same
+        summary.unchanged += same
+        summary.waiting += waiting
+        self.changed = [i for i, _ in changed]
+        prefixes = [r if r.endswith("/") else r + "/" for r in self.roots]
+        found = []
+        for i, st in changed:
+            r = kinds[i] >> 2
+            path = os.fsdecode(self.paths[i])
+            found.append(Found(self.roots[r], path[len(prefixes[r]):], path, st))
+        return found
+
+    def note(self, seen: Mapping[str, list[int]], waiting: Mapping[str, list[int]]) -> bool:
+        """The entries of the logs check() found changed, as this import left them; whether
+        any moved."""
+        n = len(self.paths)
+        moved = False
+        for i in self.changed:
+            path = os.fsdecode(self.paths[i])
+            sig, flag = seen.get(path), 0
+            if sig is None:
+                sig, flag = waiting.get(path), self.WAITING
+            size, mtime, inode = sig if sig is not None else (-1, -1, -1)
+            entry = (self.ints[i] & ~self.WAITING | flag, size, mtime, inode)
+            if tuple(self.ints[i + k * n] for k in range(4)) != entry:
+                for k in range(4):
+                    self.ints[i + k * n] = entry[k]
+                moved = True
+        return moved
+
+    @classmethod
+    def build(cls, client: Client, roots: list[str], tree: Tree, seen: Mapping[str, list[int]],
+              waiting: Mapping[str, list[int]]) -> "Quick | None":
+        """The walk `discover` would do from `roots` over the kept listings, or None when a
+        directory on it has no kept listing (it will be listed: nothing to vouch for)."""
+        from array import array
+
+        rows: list[tuple[int, int, int, int]] = []
+        paths: list[bytes] = []
+        fsencode = os.fsencode
+        for r, root in enumerate(roots):
+            for sub in client.subdirs:
+                stack = [root + sub if root.endswith("/") else f"{root}/{sub}"]
+                while stack:
+                    path_dir = stack.pop()
+                    kept = tree.dirs.get(path_dir)
+                    if kept is None:
+                        return None
+                    rows.append((r << 2 | cls.DIR, -1, kept[0], kept[1]))
+                    paths.append(fsencode(path_dir))
+                    for name in kept[2]:
+                        path = f"{path_dir}/{name}"
+                        sig, flag = seen.get(path), 0
+                        if sig is None:
+                            sig, flag = waiting.get(path), cls.WAITING
+                        rows.append((r << 2 | flag, *(sig if sig is not None else (-1, -1, -1))))
+                        paths.append(fsencode(path))
+                    stack.extend(f"{path_dir}/{d}" for d in reversed(kept[3]))
+        if not paths:
+            return None
+        return cls(roots, array("q", [row[k] for k in range(4) for row in rows]), paths)
+
+    def save(self, path: str | Path) -> None:
+        head = _dumps({"v": self.VERSION, "roots": self.roots, "n": len(self.paths)})
+        _write_atomic(path, head + self.ints.tobytes() + b"\0".join(self.paths), durable=False)
 
 def _symlink_reason(path: str, real_root: str) -> str:
     target = os.path.realpath(path)
@@ -488,14 +658,29 @@ class Archiver:
 
     def __post_init__(self) -> None:
         self.client_dir = self.home / "sources" / self.client.name
-        self.seen: dict[str, list[int]] = _load_seen(self.client_dir)
+        self._seen: dict[str, list[int]] | None = None
         self.seen_dirty = False
+        # log path -> [size, mtime_ns, inode] at which its state says it waits for the end of
+        # its last line (what Quick keeps of this import's outcomes besides the seen cache)
+        self.waiting_at: dict[str, list[int]] = {}
         self.changed = False
         # an earlier import did not reach its sync (its flag is still there): an archive file
         # shorter than its state is that crash's doing, not damage (see _open_archive)
         self.recovering = os.path.exists(self.client_dir / IMPORTING_FILE)
         self.flagged = False
         self.made: set[str] = set()  # directories this import made or found (see _mkdirs)
+
+    @property
+    def seen(self) -> dict[str, list[int]]:
+        """log path -> [size, mtime_ns, inode] it was archived whole at (SEEN_FILE), read when
+        first needed (a reader's refresh that finds nothing new never needs it: see Quick)."""
+        if self._seen is None:
+            self._seen = _load_seen(self.client_dir)
+        return self._seen
+
+    @property
+    def seen_loaded(self) -> bool:
+        return self._seen is not None
 
     def begin_write(self) -> None:
         """Before the first byte this import writes: the flag that says a sync is pending."""
@@ -590,7 +775,8 @@ class Archiver:
                     self._one_safe(f, key)
                     os.write(w, b".")  # (progress)
                 out = {"summary": asdict(self.summary), "changed": self.changed, "seen_dirty": self.seen_dirty,
-                       "seen": {f.path: self.seen[f.path] for f, _ in part if f.path in self.seen}}
+                       "seen": {f.path: self.seen[f.path] for f, _ in part if f.path in self.seen},
+                       "waiting_at": self.waiting_at}
                 _write_all(w, b"\n" + json.dumps(out).encode("ascii"))
                 code = 0
             except BaseException:  # noqa: BLE001 - the parent archives this part itself
@@ -623,6 +809,7 @@ class Archiver:
         s.skipped.extend(Problem(**p) for p in theirs["skipped"])
         s.notes.extend(theirs["notes"])
         self.seen.update(out["seen"])
+        self.waiting_at.update(out["waiting_at"])
         self.changed = self.changed or out["changed"]
         self.seen_dirty = self.seen_dirty or out["seen_dirty"]
 
@@ -637,7 +824,9 @@ class Archiver:
         if seen is not None and all(seen.get(k) == v for k, v in sig.items()):
             self.summary.unchanged += 1
             self.summary.waiting += bool(seen.get("pending_bytes"))
-            if not seen.get("pending_bytes"):
+            if seen.get("pending_bytes"):
+                self.waiting_at[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
+            else:
                 self.seen[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
                 self.seen_dirty = True
             return
@@ -686,6 +875,8 @@ class Archiver:
             self.changed = True
             if not pending:
                 self.seen[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
+            else:
+                self.waiting_at[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
         finally:
             os.close(src)
 
@@ -1065,6 +1256,7 @@ def prepare_home(home: Path) -> Path:
 ROOTS_FILE = f"{STATE_DIR}/roots.json"
 TREE_FILE = f"{STATE_DIR}/tree.json"  # directory -> [mtime_ns, inode, logs, subdirectories] (a cache, see Tree)
 SEEN_FILE = f"{STATE_DIR}/seen.json"  # log path -> [size, mtime_ns, inode] archived whole (a cache)
+QUICK_FILE = f"{STATE_DIR}/quick.bin"  # the last walk's directories and logs with their stat (a cache, see Quick)
 CHANGED_FILE = f"{STATE_DIR}/changed"  # rewritten after every import that archived anything
 IMPORTING_FILE = f"{STATE_DIR}/importing"  # exists while an import's writes are not yet synced
 
@@ -1117,28 +1309,46 @@ def import_client(home: Path, client: Client, roots: list[Path],
             _mkdirs(sources / client.name / STATE_DIR)
             _write_atomic(sources / client.name / ROOTS_FILE, json.dumps(
                 {"roots": known + [str(r) for r in roots if str(r) not in known]}, indent=1).encode() + b"\n")
-        found: list[Found] = []
-        tree = Tree(sources / client.name / TREE_FILE)
-        for root in roots:
-            found.extend(discover(client, root, summary, tree))
-        # sessions/ before archived_sessions/ whatever the walk order: the first of a key wins
-        rank = {sub: i for i, sub in enumerate(client.subdirs)}
-        if len(rank) > 1:
-            found.sort(key=lambda f: rank.get(f.rel.split("/", 1)[0], len(rank)))
         arch = Archiver(Path(home), client, summary)
+        client_dir = arch.client_dir
+        quick_path = client_dir / QUICK_FILE
+        names = [str(r) for r in roots]
+        quick = None if client.key_by_name else Quick.load(quick_path, names)
+        found = quick.check(summary) if quick is not None else None
+        tree = None
+        if found is None:  # (no quick file, or a directory changed: the walk)
+            quick = None
+            found = []
+            tree = Tree(client_dir / TREE_FILE)
+            seen = None if client.key_by_name else (lambda: arch.seen)
+            for root in roots:  # (the logs unchanged since archived are counted, not returned)
+                found.extend(discover(client, root, summary, tree, seen))
+            # sessions/ before archived_sessions/ whatever the walk order: the first of a key wins
+            rank = {sub: i for i, sub in enumerate(client.subdirs)}
+            if len(rank) > 1:
+                found.sort(key=lambda f: rank.get(f.rel.split("/", 1)[0], len(rank)))
         arch.run(found, progress)
         if arch.changed:
             # one sync for the whole import (an fsync per log cost ~11 s per 2,000 new logs),
-            # then the files that trust it: the seen cache and the change marker
+            # then the files that trust it: the seen cache, the quick file and the change marker
             os.sync()
-            client_dir = arch.client_dir
             _mkdirs(client_dir / STATE_DIR)
-            _write_atomic(client_dir / SEEN_FILE, json.dumps(arch.seen).encode("ascii"), durable=False)
-            _write_atomic(client_dir / CHANGED_FILE, f"{time.time_ns()}\n".encode(), durable=True)
-        tree.save()
-        if arch.flagged:  # (everything this import wrote is on disk: the flag may go)
-            os.unlink(arch.client_dir / IMPORTING_FILE)
-        elif arch.seen_dirty and os.path.isdir(arch.client_dir / STATE_DIR):
+            _write_atomic(client_dir / SEEN_FILE, _dumps(arch.seen), durable=False)
+        elif arch.seen_dirty and os.path.isdir(client_dir / STATE_DIR):
             # (what the state files say already, durably: the cache needs no sync)
-            _write_atomic(arch.client_dir / SEEN_FILE, json.dumps(arch.seen).encode("ascii"), durable=False)
+            _write_atomic(client_dir / SEEN_FILE, _dumps(arch.seen), durable=False)
+        if tree is not None:
+            tree.save()
+            if not client.key_by_name and os.path.isdir(client_dir / STATE_DIR):
+                quick = Quick.build(client, names, tree, arch.seen, arch.waiting_at)
+                if quick is not None:
+                    quick.save(quick_path)
+                elif os.path.lexists(quick_path):
+                    os.unlink(quick_path)
+        elif quick.changed and quick.note(arch.seen, arch.waiting_at):
+            quick.save(quick_path)
+        if arch.changed:
+            _write_atomic(client_dir / CHANGED_FILE, f"{time.time_ns()}\n".encode(), durable=True)
+        if arch.flagged:  # (everything this import wrote is on disk: the flag may go)
+            os.unlink(client_dir / IMPORTING_FILE)
     return summary
