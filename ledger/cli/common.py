@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import functools
 import io
 import os
@@ -80,6 +79,8 @@ def print_json_stream(items: Iterable[Any]) -> None:
 
 
 def print_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> None:
+    import csv
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)

@@ -9,7 +9,8 @@ but `Option` / `Argument` here only record their arguments. Two readers use them
   each record turned into the `typer.Option(...)` / `typer.Argument(...)` it stands for, so
   help, completion and errors are Typer's, from the one declaration.
 
-Declarations already made with typer.Option pass through `for_typer` unchanged.
+Declarations already made with typer.Option pass through `for_typer` unchanged. A `help` may
+be a function returning the text, called only for Typer.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ class Param:
     def typer(self) -> Any:
         import typer
 
+        kw = self.kw
+        if callable(kw.get("help")):  # (help text that needs an import: made for Typer only)
+            kw = {**kw, "help": kw["help"]()}
         if self.kind == "argument":
-            return typer.Argument(*self.decls, **self.kw)
-        return typer.Option(*self.decls, **self.kw)
+            return typer.Argument(*self.decls, **kw)
+        return typer.Option(*self.decls, **kw)
 
 
 def Option(*decls: str, **kw: Any) -> Any:  # noqa: N802 (typer.Option's name and signature)

@@ -12,19 +12,23 @@ from ledger.cli.common import (
     CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_json, usage_error,
 )
 from ledger.cli.params import Argument, Option
-from ledger.launch.adapters import HARNESSES
 from ledger.report.kinds import (
     COST_MODES, EVALUATION_KINDS, FILTER_LABELS, KINDS, ORDERS, OUTCOMES, WEEK_STARTS, known_outcome,
 )
 
 ListOpt = list[str] | None
-# the harness filter's label lists the registered harnesses
-_LABELS = {**FILTER_LABELS, "harness": f"{FILTER_LABELS['harness']} ({', '.join(HARNESSES)})"}
 
 
 def _filter(name: str) -> object:
-    return Option(f"--{name.replace('_', '-')}", help=f"Only runs with this {_LABELS[name]} (repeat for several; `*` is a wildcard).",
-                        show_default=False)
+    def text() -> str:
+        label = FILTER_LABELS[name]
+        if name == "harness":  # (the registered harnesses: imported for --help only, not on every report)
+            from ledger.launch.adapters import HARNESSES
+
+            label = f"{label} ({', '.join(HARNESSES)})"
+        return f"Only runs with this {label} (repeat for several; `*` is a wildcard)."
+
+    return Option(f"--{name.replace('_', '-')}", help=text, show_default=False)
 
 
 @handle_errors

@@ -40,7 +40,6 @@ import os
 import stat as stat_mod
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -58,20 +57,64 @@ STATE_DIR = ".state"
 STATE_VERSION = 1
 
 
+# ---------------------------------------------------------------- records
+
+class _Record:
+    """A record class as @dataclass makes it (fields set by __init__, ==, repr, to_plain for
+    JSON) but written out: a dataclass compiles its methods when its module is imported, and
+    this module's six cost ~3 ms of every reader's start (issue 15: a warm `ledger report`)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, as a dataclass without frozen)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+    def to_plain(self) -> dict[str, Any]:
+        """dataclasses.asdict: the fields, records and lists of records within made plain."""
+        return {k: _plain(getattr(self, k)) for k in self.__slots__}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, _Record):
+        return v.to_plain()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
 # ---------------------------------------------------------------- clients and where they log
 
-@dataclass(frozen=True)
-class Client:
-    name: str
-    label: str
-    subdirs: tuple[str, ...]  # below the config dir, in priority order (first wins a key)
-    env_var: str
-    defaults: tuple[str, ...]  # config dirs tried when env_var is unset ("~" expanded)
-    prefix: str = ""  # a log's file name starts with it
-    key_by_name: bool = False  # the file name alone identifies a log (Codex rollouts move)
-    env_subdir: str = ""  # the config dir below env_var's dir ($GEMINI_CLI_HOME/.gemini)
-    log_dir: str = ""  # a log lies in (or below) a directory of this name (Gemini: chats/)
-    zstd: bool = False  # a log may be a whole zstd file `<name>.jsonl.zst` (Codex compresses cold rollouts)
+class Client(_Record):
+    __slots__ = ("name", "label", "subdirs", "env_var", "defaults", "prefix", "key_by_name", "env_subdir", "log_dir",
+                 "zstd")
+
+    def __init__(self, name: str, label: str, subdirs: tuple[str, ...], env_var: str, defaults: tuple[str, ...],
+                 prefix: str = "", key_by_name: bool = False, env_subdir: str = "", log_dir: str = "",
+                 zstd: bool = False) -> None:
+        set_ = object.__setattr__
+        set_(self, "name", name)
+        set_(self, "label", label)
+        set_(self, "subdirs", subdirs)  # below the config dir, in priority order (first wins a key)
+        set_(self, "env_var", env_var)
+        set_(self, "defaults", defaults)  # config dirs tried when env_var is unset ("~" expanded)
+        set_(self, "prefix", prefix)  # a log's file name starts with it
+        set_(self, "key_by_name", key_by_name)  # the file name alone identifies a log (Codex rollouts move)
+        set_(self, "env_subdir", env_subdir)  # the config dir below env_var's dir ($GEMINI_CLI_HOME/.gemini)
+        set_(self, "log_dir", log_dir)  # a log lies in (or below) a directory of this name (Gemini: chats/)
+        set_(self, "zstd", zstd)  # a log may be a whole zstd file `<name>.jsonl.zst` (Codex compresses cold rollouts)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # (frozen: CLIENTS are constants)
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, k) for k in self.__slots__))
 
     def wanted(self, name: str, rel: str | None = None) -> bool:
         if self.log_dir and rel is not None and f"/{self.log_dir}/" not in f"/{rel}":
@@ -112,38 +155,47 @@ def has_logs_dir(client: Client, root: Path) -> bool:
 
 # ---------------------------------------------------------------- the summary
 
-@dataclass
-class Problem:
-    path: str
-    reason: str
+class Problem(_Record):
+    __slots__ = ("path", "reason")
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
 
 
-@dataclass
-class Gap:
-    path: str
-    archive: str
-    generation: int
-    reason: str
+class Gap(_Record):
+    __slots__ = ("path", "archive", "generation", "reason")
+
+    def __init__(self, path: str, archive: str, generation: int, reason: str) -> None:
+        self.path = path
+        self.archive = archive
+        self.generation = generation
+        self.reason = reason
 
 
-@dataclass
-class ClientSummary:
-    client: str
-    roots: list[str] = field(default_factory=list)
-    files: int = 0  # logs found
-    unchanged: int = 0  # logs skipped on their stat alone
-    new_files: int = 0  # logs archived for the first time
-    new_bytes: int = 0  # bytes appended to the archive
-    read_bytes: int = 0  # bytes read from the logs (new bytes plus prefix/tail checks)
-    waiting: int = 0  # logs whose last line is torn (a live session): it waits for its newline
-    generations: int = 0  # new generations (each an evidence gap)
-    gaps: list[Gap] = field(default_factory=list)
-    skipped: list[Problem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+class ClientSummary(_Record):
+    __slots__ = ("client", "roots", "files", "unchanged", "new_files", "new_bytes", "read_bytes", "waiting",
+                 "generations", "gaps", "skipped", "notes")
+
+    def __init__(self, client: str, roots: list[str] | None = None, files: int = 0, unchanged: int = 0,
+                 new_files: int = 0, new_bytes: int = 0, read_bytes: int = 0, waiting: int = 0, generations: int = 0,
+                 gaps: list[Gap] | None = None, skipped: list[Problem] | None = None,
+                 notes: list[str] | None = None) -> None:
+        self.client = client
+        self.roots = [] if roots is None else roots
+        self.files = files  # logs found
+        self.unchanged = unchanged  # logs skipped on their stat alone
+        self.new_files = new_files  # logs archived for the first time
+        self.new_bytes = new_bytes  # bytes appended to the archive
+        self.read_bytes = read_bytes  # bytes read from the logs (new bytes plus prefix/tail checks)
+        self.waiting = waiting  # logs whose last line is torn (a live session): it waits for its newline
+        self.generations = generations  # new generations (each an evidence gap)
+        self.gaps: list[Gap] = [] if gaps is None else gaps
+        self.skipped: list[Problem] = [] if skipped is None else skipped
+        self.notes: list[str] = [] if notes is None else notes
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        return _printable(d)
+        return _printable(self.to_plain())
 
 
 def _printable(obj: Any) -> Any:
@@ -163,12 +215,14 @@ def _printable(obj: Any) -> Any:
 
 # ---------------------------------------------------------------- discovery
 
-@dataclass
-class Found:
-    root: str
-    rel: str  # below the config dir, "/"-separated
-    path: str  # absolute
-    st: os.stat_result
+class Found(_Record):
+    __slots__ = ("root", "rel", "path", "st")
+
+    def __init__(self, root: str, rel: str, path: str, st: os.stat_result) -> None:
+        self.root = root
+        self.rel = rel  # below the config dir, "/"-separated
+        self.path = path  # absolute
+        self.st = st
 
 
 def discover(client: Client, root: Path, summary: ClientSummary, tree: "Tree | None" = None,
@@ -647,16 +701,13 @@ def _load_state(path: str | Path, client: Client, key: str) -> tuple[dict[str, A
 
 # ---------------------------------------------------------------- archiving
 
-@dataclass
 class Archiver:
     """One import of one client into one home (hold `lock()` around it)."""
 
-    home: Path
-    client: Client
-    summary: ClientSummary
-    client_dir: Path = field(init=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, home: Path, client: Client, summary: ClientSummary) -> None:
+        self.home = home
+        self.client = client
+        self.summary = summary
         self.client_dir = self.home / "sources" / self.client.name
         self._seen: dict[str, list[int]] | None = None
         self.seen_dirty = False
@@ -774,7 +825,7 @@ class Archiver:
                 for f, key in part:
                     self._one_safe(f, key)
                     os.write(w, b".")  # (progress)
-                out = {"summary": asdict(self.summary), "changed": self.changed, "seen_dirty": self.seen_dirty,
+                out = {"summary": self.summary.to_plain(), "changed": self.changed, "seen_dirty": self.seen_dirty,
                        "seen": {f.path: self.seen[f.path] for f, _ in part if f.path in self.seen},
                        "waiting_at": self.waiting_at}
                 _write_all(w, b"\n" + json.dumps(out).encode("ascii"))
