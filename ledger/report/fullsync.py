@@ -23,6 +23,7 @@ sessions), and `record_rows` equal to FactBuilder.rows on random runs (hypothesi
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
 import os
 from collections import namedtuple
@@ -289,6 +290,9 @@ def _build_range(raw: Any, b: S.FactBuilder, home: int, start: tuple | None, sto
         emit(rows)
 
 
+_ALIASES = itertools.count()
+
+
 class _Part:
     """The runs from `start` on, built by a forked process into a scratch SQLite file that
     the parent copies in. The child reads the index through its own read-only connection:
@@ -363,13 +367,19 @@ class _Part:
         return got
 
     def copy_into(self, raw: Any) -> None:
+        """INSERT ... SELECT from the attached scratch file (~4x cheaper than an executemany
+        of its rows). ATTACH is allowed in a transaction, DETACH only after it: the
+        connection's close (ops.writing disposes its engine) lets the file go."""
         import sqlite3
 
-        part = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        alias = f"ledger_facts_part_{os.getpid()}_{next(_ALIASES)}"
+        cols = ", ".join(FACT_COLS)
+        raw.execute(f"ATTACH DATABASE ? AS {alias}", (self.path,))
+        raw.execute(f"INSERT INTO main.report_facts ({cols}) SELECT {cols} FROM {alias}.facts")
         try:
-            raw.executemany(_INSERT, part.execute(f"SELECT {', '.join(FACT_COLS)} FROM facts"))
-        finally:
-            part.close()
+            raw.execute(f"DETACH DATABASE {alias}")
+        except sqlite3.OperationalError:
+            pass  # ("database is locked" inside the transaction; unlinked next, gone at close)
 
     def remove(self) -> None:
         try:
