@@ -664,7 +664,10 @@ def _dumps(state: dict[str, Any]) -> bytes:
 
 
 def _pread_all(fd: int, n: int, offset: int) -> bytes:
-    out = bytearray()
+    first = os.pread(fd, n, offset) if n > 0 else b""
+    if len(first) == n or not first:  # (the usual case: one read, its bytes as they came, no copy)
+        return first
+    out = bytearray(first)
     while len(out) < n:
         chunk = os.pread(fd, n - len(out), offset + len(out))
         if not chunk:
