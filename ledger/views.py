@@ -68,10 +68,11 @@ def _index(home: Path, db: str | None, notify: Any) -> str:
 
     url = dbmod.resolve_url(index_base(home), db)  # (a record store: every home in it)
     summary = index_homes(expand_homes([home]), url, notify=notify, stale_ok=True)
-    from ledger.records.model import skipped_warnings
+    if summary.skipped:
+        from ledger.records.model import skipped_warnings
 
-    for line in skipped_warnings(summary.skipped):
-        notify(line)
+        for line in skipped_warnings(summary.skipped):
+            notify(line)
     return url
 
 

@@ -26,14 +26,22 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ledger.index import db as dbmod
 from ledger.index.sealing import (
     DAMAGED, EVENTS, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, seals, shard_skipped, subdirs,
     watched_unchanged,
 )
-from ledger.records.model import ScanProblem
+
+if TYPE_CHECKING:
+    from ledger.records.model import ScanProblem
+
+
+def _problem(path: str, reason: str) -> "ScanProblem":
+    from ledger.records.model import ScanProblem  # (its dataclasses: ~27 M instructions at import)
+
+    return ScanProblem(path, reason)
 
 # The indexer's constants (ledger.index.indexer / scan / logsource import SQLAlchemy; the
 # test checks these agree with them)
@@ -156,7 +164,7 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
     candidates: dict[str, str] = {}  # sealed and unchanged shards: their paths
     for shard, spath, link in subdirs(os.path.join(home, "runs")):
         if link:
-            s.skipped.append(ScanProblem(spath, SYMLINK_REASON))
+            s.skipped.append(_problem(spath, SYMLINK_REASON))
             continue
         try:
             st = os.stat(spath)
@@ -194,7 +202,7 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
                 raise _Changed
         for sd in candidates:
             s.unchanged += rows[sd][2]
-        s.skipped.extend(ScanProblem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in candidates)
+        s.skipped.extend(_problem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in candidates)
     if open_:
         _open_shards(con, h, open_, rows, {r[0]: r[1:6] for r in unsettled}, s, racy_before, seal_before)
     for client in LOG_CLIENTS:
@@ -242,7 +250,7 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
                 s.unchanged += 1
                 sealed = sealed and quiet
             elif cur.status == DAMAGED:
-                s.skipped.append(ScanProblem(cur.problem_path, cur.problem))
+                s.skipped.append(_problem(cur.problem_path, cur.problem))
                 s.unchanged += 1
                 sealed = sealed and quiet
             else:

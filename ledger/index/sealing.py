@@ -24,7 +24,6 @@ the record again.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import NamedTuple
 
@@ -71,6 +70,8 @@ def prefix_sha(path: str, n: int) -> str | None:
         return None
     try:
         with open(path, "rb") as f:
+            import hashlib  # (a record being read or `--full`: not the no-change check)
+
             return hashlib.sha256(f.read(n)).hexdigest()
     except OSError:
         return "-"

@@ -66,10 +66,11 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
     url = dbmod.resolve_url(index_base(home_path), db)
     homes = expand_homes([home_path])  # a record store (`ledger push`): every home in it
     summary = index_homes(homes, url, notify=notify, stale_ok=True)
-    from ledger.records.model import skipped_warnings
+    if summary.skipped:
+        from ledger.records.model import skipped_warnings
 
-    for line in skipped_warnings(summary.skipped):
-        notify(line)
+        for line in skipped_warnings(summary.skipped):
+            notify(line)
     from ledger.index.ops import read_repairing
 
     def read() -> list[Report]:
