@@ -103,6 +103,19 @@ def test_driver_full_sync_builds_the_same_tables_as_core(both):
         assert got[t] == want[t], t
 
 
+def test_a_dead_syncs_scratch_is_removed_by_the_next_sync(both, tmp_path, monkeypatch):
+    """A sync killed while its fork's scratch file exists leaves it; the next one removes it."""
+    core, driver = both
+    stale = driver.parent / ".ledger-index-parts-999999999-x"  # (no such pid)
+    stale.mkdir()
+    (stale / "facts.sqlite").write_bytes(b"left by a killed sync")
+    monkeypatch.setattr(fullsync, "PARALLEL_AT", 50)
+    monkeypatch.setattr(fullsync, "_busy", lambda: False)
+    service.sync(f"sqlite:///{driver}", full=True)
+    assert not stale.exists()
+    assert _tables(driver) == _tables(core)
+
+
 @pytest.mark.parametrize("child", ["builds", "refuses", "dies"])
 def test_two_processes_build_the_same_tables(both, tmp_path, monkeypatch, child):
     """A home of PARALLEL_AT runs or more is split with a forked process; when that process
@@ -137,7 +150,7 @@ def test_two_processes_build_the_same_tables(both, tmp_path, monkeypatch, child)
     assert [r["ok"] for r in results] == [child == "builds"] * len(forks)
     assert st.rebuilt == sqlite3.connect(again).execute("SELECT count(*) FROM runs").fetchone()[0]
     assert _tables(again) == _tables(core)
-    assert not list(again.parent.glob(".ledger-facts-part-*"))  # the scratch files are gone
+    assert not list(again.parent.glob(".ledger-index-parts-*"))  # the scratch files are gone
 
 
 def test_an_incremental_sync_after_the_driver_full_sync_matches_core(both, home):

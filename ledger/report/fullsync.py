@@ -303,9 +303,14 @@ class _Part:
     def __init__(self, index_path: str, b: S.FactBuilder, home: int, start: tuple, signature: tuple) -> None:
         import tempfile
 
-        self.fd, self.path = tempfile.mkstemp(prefix=".ledger-facts-part-", suffix=".sqlite",
-                                              dir=os.path.dirname(index_path))
-        os.close(self.fd)
+        from ledger.index.workers import SCRATCH_PREFIX, remove_stale_scratch
+
+        # (the indexer's scratch convention: a directory named by this pid, removed by the
+        # next pass or sync if this process dies before it removes it)
+        directory = os.path.dirname(index_path)
+        remove_stale_scratch(directory)
+        self.dir = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=directory)
+        self.path = os.path.join(self.dir, "facts.sqlite")
         rfd, wfd = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:  # the child: never returns
@@ -382,10 +387,9 @@ class _Part:
             pass  # ("database is locked" inside the transaction; unlinked next, gone at close)
 
     def remove(self) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _index_path(raw: Any) -> str | None:
