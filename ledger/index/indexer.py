@@ -87,6 +87,7 @@ from ledger.index.models import Home, IndexCursor
 from ledger.index.project import Folded
 from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, delete_runs, launcher_dict
 from ledger.index.sources import SOURCES, PassContext, Source
+from ledger.index.work import tally
 from ledger.index.workers import SCRATCH_PREFIX, Workers
 from ledger.records.model import ScanProblem
 
@@ -350,31 +351,8 @@ class Indexer:
         source, now, encode = p.source, p.now, p.encode
         known = [w.name for w in p.batch if w.cur is not None]
         out: dict[str, list[Any]] = {t.name: [] for t in source.tables}
-        cursors = out[source.tables[-1].name]
-        for w, (rows, problem, racy, rewrites, settled) in zip(p.batch, results):
-            prev = p.prevs.get(w.name)
-            s.records_read += 1
-            s.rewritten += rewrites
-            w.racy = racy
-            if problem is not None:
-                if w.racy:
-                    w.sealable = False
-                if prev is not None and prev.status == "damaged" and prev.problem == problem.reason:
-                    s.unchanged += 1  # (--full re-reads damaged records: still the same damage)
-                s.skipped.append(problem)
-                cursors.append(source.damaged(home_id, w, now, encode, problem, prev))
-                continue
-            if rows:
-                for k, v in rows.items():
-                    out[k].extend(v)
-            if not settled:  # (sealable only if found abandoned: scan.RunScan.folded asks)
-                w.unsettled = True
-            if prev is None:
-                s.new += 1
-            elif w.racy and prev.dir_sig == w.dsig and prev.events_sig == w.esig and prev.status == "indexed":
-                s.unchanged += 1
-            else:
-                s.updated += 1
+        tally(s, p.batch, results, p.prevs, out, out[source.tables[-1].name],
+              lambda w, problem, prev: source.damaged(home_id, w, now, encode, problem, prev))
 
         def replace() -> None:
             if known:

@@ -25,11 +25,11 @@ from ledger.records.ids import PREFIX
 from ledger.records.liveness import gone_for_good, liveness
 from ledger.records.model import ScanProblem
 from ledger.records.verdict import judge
+from ledger.index.work import PREFIX_BYTES, Work, files_sig, launcher_dict, sig  # noqa: F401 - (re-exported)
 
 if TYPE_CHECKING:
     from ledger.index.sources import PassContext
 
-PREFIX_BYTES = 4096
 SHARD_GROUP = 64  # shards whose cursors are loaded with one query
 
 runs_t = Run.__table__
@@ -38,51 +38,8 @@ shards_t = IndexShard.__table__
 CHILD_TABLES = (RunSubject.__table__, Attempt.__table__, UsageStream.__table__, ToolUse.__table__)
 
 
-# -- signatures -------------------------------------------------------------------------
-
-def sig(st: os.stat_result) -> str:
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-
-
-def files_sig(msig: str, tsig: str, tvalid: bool) -> str:
-    """index_cursors.files_sig: manifest.json and terminal.json signatures (`-`: absent), and
-    whether the receipt was valid: `size:mtime:ino|size:mtime:ino|1`."""
-    return f"{msig}|{tsig}|{1 if tvalid else 0}"
-
-
 _SEEN_COLS = "run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig"
 _SEEN_FULL_COLS = ", context_sig, prefix_len, prefix_sha256"
-
-
-def launcher_dict(pid: int | None, ticks: int | None) -> dict[str, Any] | None:
-    """The launcher liveness() reads back from the index's launcher columns."""
-    return None if pid is None else {"pid": pid, "start_ticks": ticks}
-
-
-# -- work items -------------------------------------------------------------------------
-
-@dataclass
-class Work:
-    """One record to read: what the scan stat()ed, and its light cursor (None: new)."""
-
-    path: str
-    name: str
-    dsig: str
-    esig: str | None
-    esize: int | None  # events.jsonl size and inode as stat()ed with esig (None: no file)
-    eino: int | None
-    cur: SeenCursor | None
-    racy: bool
-    shard: str
-    sealable: bool  # quiet for SEAL_GRACE; cleared when the read finds it racy
-    verify: bool = False  # --full: an unchanged events.jsonl signature is not trusted (prefix re-hashed)
-    # read and not settled (set by the indexer): sealable only if its launcher is gone for good
-    unsettled: bool = False
-
-    def __reduce__(self) -> tuple:
-        # sent to the workers as a plain tuple: pickling dataclass state cost ~10 us per record
-        return (Work, (self.path, self.name, self.dsig, self.esig, self.esize, self.eino, self.cur, self.racy,
-                       self.shard, self.sealable, self.verify, self.unsettled))
 
 
 class ShardRow(NamedTuple):

@@ -15,9 +15,19 @@ from typing import Any, Callable, Iterator, Protocol
 
 import sqlalchemy as sa
 
-from ledger.index.project import RUN_TABLES, Folded, damaged_cursor, fold_record
+from ledger.index.models import Attempt, IndexCursor, Run, RunSubject, ToolUse, UsageStream
+from ledger.index.project import EXPECTED_COLS, OUT_TABLES, Folded, damaged_cursor, fold_record
 from ledger.index.scan import RunScan, Work, delete_runs
 from ledger.records.model import ScanProblem
+
+
+# the tables a run record's rows go to, in write order (the cursor last; project.OUT_TABLES)
+RUN_TABLES = (Run.__table__, RunSubject.__table__, Attempt.__table__, UsageStream.__table__, ToolUse.__table__,
+              IndexCursor.__table__)
+TABLES = {t.name: t for t in RUN_TABLES}
+if tuple(TABLES) != OUT_TABLES or any(tuple(c.name for c in TABLES[n].columns) != cols
+                                      for n, cols in EXPECTED_COLS.items()):  # pragma: no cover
+    raise RuntimeError("indexer row layout differs from the models: update project.EXPECTED_COLS and the builder")
 
 
 @dataclass

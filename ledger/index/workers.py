@@ -18,7 +18,7 @@ import tempfile
 from typing import Any, Callable, NamedTuple
 
 from ledger.index import db as dbmod
-from ledger.index.project import OUT_TABLES, TABLES, TOOLS_JSON, TOOLS_JSON_INSERT, Folded, plan
+from ledger.index.project import OUT_TABLES, TOOLS_JSON, TOOLS_JSON_INSERT, Folded, plan
 
 SCRATCH_PREFIX = ".ledger-index-parts-"  # + the indexing process's pid + "-" + random
 
@@ -71,7 +71,7 @@ def project_part(args: tuple) -> list[Folded]:
         db.execute("BEGIN")
         for k, rows in tables.items():
             if rows:
-                db.executemany(TOOLS_JSON_INSERT if k == TOOLS_JSON else plan(TABLES[k])[0], rows)
+                db.executemany(TOOLS_JSON_INSERT if k == TOOLS_JSON else plan(k)[0], rows)
         db.execute("COMMIT")
     finally:
         db.close()
@@ -105,8 +105,8 @@ def scratch_template(directory: str) -> str:
         db.execute(f"PRAGMA page_size = {dbmod.PAGE_SIZE}")
         db.execute("PRAGMA journal_mode = OFF")  # (a scratch template: no fsync)
         db.execute("PRAGMA synchronous = OFF")
-        for table in TABLES.values():
-            db.execute(f'CREATE TABLE "{table.name}" ({", ".join(chr(34) + n + chr(34) for n in plan(table)[1])})')
+        for name in OUT_TABLES:
+            db.execute(f'CREATE TABLE "{name}" ({", ".join(chr(34) + n + chr(34) for n in plan(name)[1])})')
         db.execute(f'CREATE TABLE "{TOOLS_JSON}" (home_id, run_id, tools)')
         db.commit()
     finally:

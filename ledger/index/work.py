@@ -1,0 +1,90 @@
+"""A record to read, and the signatures the scan compares: no database, no SQLAlchemy.
+
+Shared by the pass (scan.py, project.py, the workers) and the small SQLAlchemy-free pass
+(quickpass.py), so that both hand the projection the same work items.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.index.sealing import SeenCursor
+
+PREFIX_BYTES = 4096
+
+
+# -- signatures -------------------------------------------------------------------------
+
+def sig(st: os.stat_result) -> str:
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+
+def files_sig(msig: str, tsig: str, tvalid: bool) -> str:
+    """index_cursors.files_sig: manifest.json and terminal.json signatures (`-`: absent), and
+    whether the receipt was valid: `size:mtime:ino|size:mtime:ino|1`."""
+    return f"{msig}|{tsig}|{1 if tvalid else 0}"
+
+
+def launcher_dict(pid: int | None, ticks: int | None) -> dict[str, Any] | None:
+    """The launcher liveness() reads back from the index's launcher columns."""
+    return None if pid is None else {"pid": pid, "start_ticks": ticks}
+
+
+# -- work items -------------------------------------------------------------------------
+
+@dataclass
+class Work:
+    """One record to read: what the scan stat()ed, and its light cursor (None: new)."""
+
+    path: str
+    name: str
+    dsig: str
+    esig: str | None
+    esize: int | None  # events.jsonl size and inode as stat()ed with esig (None: no file)
+    eino: int | None
+    cur: SeenCursor | None
+    racy: bool
+    shard: str
+    sealable: bool  # quiet for SEAL_GRACE; cleared when the read finds it racy
+    verify: bool = False  # --full: an unchanged events.jsonl signature is not trusted (prefix re-hashed)
+    # read and not settled (set by the indexer): sealable only if its launcher is gone for good
+    unsettled: bool = False
+
+    def __reduce__(self) -> tuple:
+        # sent to the workers as a plain tuple: pickling dataclass state cost ~10 us per record
+        return (Work, (self.path, self.name, self.dsig, self.esig, self.esize, self.eino, self.cur, self.racy,
+                       self.shard, self.sealable, self.verify, self.unsettled))
+
+
+def tally(s: Any, batch: list[Work], results: list[Any], prevs: dict[str, Any], out: dict[str, list[Any]],
+          cursors: list[Any], damaged: Any) -> None:
+    """Count a read batch's outcomes into the pass summary `s` and gather its rows into `out`
+    (per table) and `cursors` (the cursor table's list): the one rule of the pass
+    (indexer.py) and the small pass (quickpass.py). `results` are project.Folded;
+    `damaged(w, problem, prev)` is the source's cursor row of an unreadable item."""
+    for w, (rows, problem, racy, rewrites, settled) in zip(batch, results):
+        prev = prevs.get(w.name)
+        s.records_read += 1
+        s.rewritten += rewrites
+        w.racy = racy
+        if problem is not None:
+            if w.racy:
+                w.sealable = False
+            if prev is not None and prev.status == "damaged" and prev.problem == problem.reason:
+                s.unchanged += 1  # (--full re-reads damaged records: still the same damage)
+            s.skipped.append(problem)
+            cursors.append(damaged(w, problem, prev))
+            continue
+        if rows:
+            for k, v in rows.items():
+                out[k].extend(v)
+        if not settled:  # (sealable only if found abandoned: scan.RunScan.folded asks)
+            w.unsettled = True
+        if prev is None:
+            s.new += 1
+        elif w.racy and prev.dir_sig == w.dsig and prev.events_sig == w.esig and prev.status == "indexed":
+            s.unchanged += 1
+        else:
+            s.updated += 1
