@@ -25,7 +25,7 @@ from indexhelpers import append_usage, cli, make_run, records_runs_json, settle_
 from recordkit import write_record
 
 from ledger.index import db as dbmod
-from ledger.index import fresh, ops
+from ledger.index import fresh, ops, quickpass
 
 PAST = 60  # seconds: records aged this much are quiet (sealable) and never racy
 
@@ -51,9 +51,10 @@ def dump(path: Path) -> dict[str, list[tuple]]:
 
 
 def real_pass(home: Path, monkeypatch) -> object:
-    """A pass with the check switched off (what the command did before it)."""
+    """A pass with the check (and the small pass) switched off (what the command did before them)."""
     with monkeypatch.context() as m:
         m.setattr(fresh, "unchanged", lambda homes, url: None)
+        m.setattr(quickpass, "index_small", lambda homes, url, racy_ns=None: None)
         return ops.index_homes([home], dbmod.default_url(home), stale_ok=True)
 
 
@@ -246,6 +247,23 @@ def test_an_archive_changed_behind_the_marker_is_left_to_the_pass(home, tmp_path
     assert check(home, monkeypatch) is None
 
 
+def test_a_state_folded_by_an_older_reducer_is_left_to_the_pass(home, tmp_path, monkeypatch):
+    """After an upgrade whose reducer counts more (Codex tool results: state version 3), the
+    archive is read again once: a read must not answer from the older state until then."""
+    src = tmp_path / "claude"
+    claudehistory.generate(src, sessions=2, seed=3)
+    assert cli("import", "claude", "--from", str(src)).exit_code == 0
+    indexed(home, monkeypatch)
+    con = sqlite3.connect(home / "index.sqlite")
+    (state,) = con.execute("SELECT state FROM log_state WHERE source = 'claude-log'").fetchone()
+    con.execute("UPDATE log_state SET state = ? WHERE source = 'claude-log'",
+                (json.dumps({**json.loads(state), "rv": 0}),))
+    con.commit()
+    con.close()
+    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is not None  # (read again once)
+
+
 def test_an_index_not_at_head_or_not_sqlite_is_left_to_the_pass(home, varied, monkeypatch, tmp_path):
     assert fresh.unchanged([str(home)], "postgresql+psycopg://nobody@127.0.0.1:1/none") is None
     con = sqlite3.connect(home / "index.sqlite")
@@ -265,6 +283,8 @@ def test_the_check_agrees_with_the_indexer_it_mirrors():
     assert fresh.SYMLINK_REASON == reader.SYMLINK_REASON
     assert fresh.LOG_CLIENTS == tuple(s.client for s in sources.SOURCES if isinstance(s, logsource.LogSource))
     assert fresh.CHANGED_FILE == archive.CHANGED_FILE and fresh.ARCHIVE_SKIP == logsource.ARCHIVE_SKIP
+    assert fresh.LOG_STATE_V == {s.client: logsource._state_v(s.spec) for s in sources.SOURCES
+                                 if isinstance(s, logsource.LogSource)}
     # the summary: same fields, same words
     from dataclasses import fields
 
@@ -293,6 +313,11 @@ def test_a_read_of_an_unchanged_index_does_not_load_sqlalchemy(home, varied, arg
     cli(*args)  # (`ledger index` gives the home its id: the pass adopts the home's row once)
     out, loaded = probe(home, *args)
     assert loaded == "LIGHT", out
-    make_run(home)  # something to do: the pass (and SQLAlchemy) is back
+    append_usage(varied["running"], 10, 20)  # a record to read: the small pass, still light (quickpass.py)
+    out, loaded = probe(home, *args)
+    assert loaded == "LIGHT", out
+    import shutil
+
+    shutil.rmtree(varied["r2"])  # a run removed: the full pass (and SQLAlchemy) is back
     out, loaded = probe(home, *args)
     assert loaded == "SQLALCHEMY"

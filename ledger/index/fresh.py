@@ -49,6 +49,8 @@ RACY_NS = 100_000_000
 SEAL_GRACE_NS = 10_000_000_000
 SYMLINK_REASON = "a symlink, not a directory: not followed"
 LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's order
+# logsource._state_v of each client's spec: an index holding an older reducer state is re-read
+LOG_STATE_V = {"claude": 1, "codex": 3, "gemini": 1}
 CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
 ARCHIVE_SKIP = (".state",)
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
@@ -95,6 +97,26 @@ class IndexSummary:
 
 class _Changed(Exception):
     """Something a pass would write (or that this check does not judge)."""
+
+
+class Changes:
+    """What the small pass (ledger.index.quickpass) writes: the records of open shards to read
+    (the scan's work items, as tuples) and, per shard holding one or whose state moved, the
+    state this walk found (dir_sig, sealed before the reads, runs) and the stored row. More
+    than `limit` records to read: _Changed (the full pass reads them, in worker processes)."""
+
+    __slots__ = ("limit", "works", "shards")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.works: list[tuple] = []
+        self.shards: dict[str, tuple[tuple[str, bool, int], tuple[str, bool, int], list[tuple]]] = {}
+
+    def add(self, shard: str, state: tuple[str, bool, int], row: tuple[str, bool, int], works: list[tuple]) -> None:
+        self.works.extend(works)
+        if len(self.works) > self.limit:
+            raise _Changed
+        self.shards[shard] = (state, row, works)
 
 
 def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
@@ -151,8 +173,11 @@ def _home_id(con: sqlite3.Connection, home: str) -> int:
     return row[0]
 
 
-def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int, seal_before: int) -> None:
-    """One home as ledger.index.scan.RunScan and logsource.LogPass see it; raises _Changed."""
+def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int, seal_before: int,
+          changes: "Changes | None" = None) -> int:
+    """One home as ledger.index.scan.RunScan and logsource.LogPass see it; raises _Changed.
+    With `changes` (the small pass), changed records of open shards and shard states to store
+    are collected there instead. Returns the home's id."""
     from ledger.home import home_problem
 
     if home_problem(home) is not None:  # (absent or not a home: the pass says so)
@@ -204,14 +229,15 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
             s.unchanged += rows[sd][2]
         s.skipped.extend(_problem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in candidates)
     if open_:
-        _open_shards(con, h, open_, rows, {r[0]: r[1:6] for r in unsettled}, s, racy_before, seal_before)
+        _open_shards(con, h, open_, rows, {r[0]: r[1:6] for r in unsettled}, s, racy_before, seal_before, changes)
     for client in LOG_CLIENTS:
         _log_source(con, h, home, client)
+    return h
 
 
 def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, str, bool]],
                  rows: dict[str, tuple[str, bool, int]], unsettled: dict[str, tuple], s: IndexSummary,
-                 racy_before: int, seal_before: int) -> None:
+                 racy_before: int, seal_before: int, changes: "Changes | None" = None) -> None:
     from ledger.records.liveness import liveness
 
     marks = ",".join("?" * len(open_))
@@ -224,7 +250,8 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
     for shard, spath, ssig, sracy in open_:
         cursors = by_shard.get(shard, {})
         sealed = not sracy
-        n = 0
+        n = new = 0
+        works: list[Any] = []
         for name, path, link in subdirs(spath):
             if not name.startswith(RUN_PREFIX):
                 continue
@@ -234,18 +261,23 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
                 continue
             n += 1
             dsig = f"{LINK_SIG}{dst.st_mtime_ns}:{dst.st_ino}" if link else f"{dst.st_mtime_ns}:{dst.st_ino}"
-            esig, emtime = None, 0
+            esig, emtime, esize, eino = None, 0, None, None
             if not link:
                 try:
                     est = stat(path + EVENTS)
                     esig, emtime = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}", est.st_mtime_ns
+                    esize, eino = est.st_size, est.st_ino
                 except OSError:
                     pass
             racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
             quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
             cur = cursors.get(name)
             if cur is None or not record_unchanged(path, cur, dsig, esig, link, False):
-                raise _Changed  # new, changed, or racy: a record to read
+                if changes is None:
+                    raise _Changed  # new, changed, or racy: a record to read
+                new += cur is None
+                works.append((path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
+                continue
             if cur.settled:
                 s.unchanged += 1
                 sealed = sealed and quiet
@@ -263,12 +295,29 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
                         raise _Changed  # its launcher is gone: running -> abandoned
                 sealed = sealed and quiet and seals(cur, live)
                 if racy:
-                    raise _Changed
+                    if changes is None:
+                        raise _Changed
+                    works.append((path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
+                    continue
                 s.unchanged += 1
-        if n != len(cursors):  # a run gone (every run seen has a cursor): a deletion
+        if n - new != len(cursors):  # a run gone (every run seen has a cursor): a deletion
             raise _Changed
-        if rows[shard] != (ssig, sealed, n):  # a shard to seal, or its signature to store
-            raise _Changed
+        if works or rows[shard] != (ssig, sealed, n):  # records to read, a shard to seal or its signature
+            if changes is None:
+                raise _Changed
+            changes.add(shard, (ssig, sealed, n), rows[shard], works)
+
+
+def _state_says(state: str, rv: int, marker: str) -> bool:
+    """Whether the log_state document `state`, as the pass writes it (orjson of {"v", "rv",
+    "files", "marker"} in that order), holds reducer version `rv` and `marker`, read from its
+    two ends without parsing the files between them (5,654 logs make a 0.6 MB document:
+    json.loads cost ~27 M instructions of a warm report). Its first members are its first
+    bytes, and a document ending in `,"marker":"<marker>"}` (a marker holds no quote or
+    backslash) has that marker as its last member, the one json.loads keeps. False for any
+    other layout: the caller parses it."""
+    return (state.startswith(f'{{"v":{LOG_STATE_FORMAT},"rv":{rv},"files":{{')
+            and state.endswith(f',"marker":"{marker}"}}'))
 
 
 def _marker(root: str) -> str | None:
@@ -314,6 +363,8 @@ def _log_source(con: sqlite3.Connection, h: int, home: str, client: str) -> None
     row = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
                       (h, f"{client}-log")).fetchone()
     cur = json.loads(row[0]) if row is not None else {"files": {}}
+    if row is not None and cur.get("rv", 1) != LOG_STATE_V[client]:
+        raise _Changed  # (folded by an older reducer: the pass reads the archive again)
     if marker is not None and cur.get("marker") == marker:
         return
     files = _archive_files(root) if os.path.isdir(root) else {}
@@ -325,3 +376,20 @@ def _log_source(con: sqlite3.Connection, h: int, home: str, client: str) -> None
     if (any(known.get(rel) != v for rel, v in files.items()) or any(rel not in files for rel in known)
             or marker != cur.get("marker")):
         raise _Changed
+
+
+def links_changed(rows: Any, h: int, client: str) -> bool:
+    """Whether an imported session's link to a run record (the same provider session, counted
+    once: the run record wins) differs from what log_sessions holds; one scan of the home's
+    record runs. `rows(sql, params)` runs a query (`?` placeholders): a sqlite3 connection's
+    or ledger.index.rawread.Conn's, so that logsource.py and the small pass share the rule."""
+    source = f"{client}-log"
+    want: dict[str, str] = {}
+    for row_id, rid in rows(
+            "SELECT s.row_id, r.run_id FROM runs AS r JOIN log_sessions AS s ON s.home_id = r.home_id "
+            "AND s.provider_session_id = r.provider_session_id WHERE r.home_id = ? AND r.source = 'record' "
+            "AND r.harness = ? AND s.source = ? ORDER BY r.run_id", (h, client, source)):
+        want.setdefault(row_id, rid)
+    have = dict(rows("SELECT row_id, linked_run_id FROM log_sessions WHERE home_id = ? AND source = ? "
+                     "AND linked_run_id IS NOT NULL", (h, source)))
+    return want != have

@@ -591,19 +591,14 @@ def _read(path: str, start: int, end: int) -> bytes | None:
 
 
 def _links_changed(conn: Any, h: int, src: LogSource, harness: str) -> bool:
-    """Whether a session's link to a run record differs from what log_sessions holds (one
-    scan of the home's record runs, probing log_sessions by provider session id)."""
-    r, s = runs_t.c, sessions_t.c
-    want: dict[str, str] = {}
-    for row_id, rid in conn.execute(
-            sa.select(s.row_id, r.run_id).select_from(runs_t.join(sessions_t, sa.and_(
-                s.home_id == r.home_id, s.provider_session_id == r.provider_session_id)))
-            .where(r.home_id == h, r.source == "record", r.harness == harness, s.source == src.name)
-            .order_by(r.run_id)):
-        want.setdefault(row_id, rid)
-    have = dict(conn.execute(sa.select(s.row_id, s.linked_run_id).where(
-        s.home_id == h, s.source == src.name, s.linked_run_id.is_not(None))).all())
-    return want != have
+    """Whether a session's link to a run record differs from what log_sessions holds (the rule
+    is ledger.index.fresh.links_changed, shared with the small pass)."""
+    from ledger.index.fresh import links_changed
+    from ledger.index.rawread import wrap
+
+    if src.name != f"{harness}-log":  # pragma: no cover - (a source named otherwise than its client)
+        raise ValueError(src.name)
+    return links_changed(wrap(conn).rows, h, harness)
 
 
 def _links(conn: Any, h: int, harness: str, sids: list[str]) -> dict[str, str]:

@@ -132,6 +132,11 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
         from ledger.index.fresh import unchanged
 
         quick = unchanged(homes_abs, url)
+        if quick is None and dbmod.is_sqlite(url):
+            # a few new or changed run records: written without loading the indexer either
+            from ledger.index.quickpass import index_small
+
+            quick = index_small(homes_abs, url, racy_ns)
         if quick is not None:
             quick.seconds = time.perf_counter() - t0
             return quick

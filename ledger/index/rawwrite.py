@@ -28,9 +28,12 @@ def raw_writing(url: str) -> Iterator[sqlite3.Connection]:
     exception and rolled back otherwise. Raises NotAtHead before writing anything when the
     schema is not at head."""
     path = dbmod.sqlite_path(url)
+    # (before the locks: no lock file is made next to a file or directory that is not an index)
+    if dbmod.inspect_sqlite(path).kind != "ok":
+        raise NotAtHead(str(path))
     with dbmod.flock(dbmod.writer_lock(path), exclusive=True), \
             dbmod.flock(dbmod.file_lock(path), exclusive=False):
-        if dbmod.inspect_sqlite(path).kind != "ok":
+        if dbmod.inspect_sqlite(path).kind != "ok":  # (swapped or changed meanwhile)
             raise NotAtHead(str(path))
         con = sqlite3.connect(path, timeout=dbmod.BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:

@@ -1,0 +1,181 @@
+"""The small pass: a few changed run records written into an SQLite index without SQLAlchemy.
+
+After one new run (the usual case for someone running agents all day) the next `ledger runs`,
+`show`, `report` or `sql` must index it first. The pass itself takes a few milliseconds;
+importing SQLAlchemy, the models and the indexer took ~0.2 s, more than the command's budget
+(issue 10: at most 2x `ledger --help`). When the freshness check (ledger.index.fresh) finds
+that only this can have changed:
+
+- records of open shards that are new, changed or racy (at most QUICK_MAX), and
+- shard states to store (a shard to seal, its signature or run count),
+
+this pass walks the home again under the writer lock (in the write transaction, so nothing
+changes between the walk and the writes), reads those records with the pass's own projection
+(ledger.index.project.fold_record, counted by ledger.index.work.tally) and writes the rows,
+cursors, shard rows and the home's last_indexed_at through the sqlite3 driver
+(ledger.index.rawwrite), in one transaction, as the full pass would have written them.
+
+Anything else declines before a byte is written (the transaction is rolled back) and the
+caller runs the full pass: another database than SQLite, a schema not at head, more than one
+home in the index (a run held by two homes is counted once: ledger.index.copies), a shard
+added or gone, a run removed, a launcher gone (running -> abandoned), a watched record of a
+sealed shard that changed, an archive of imported sessions that moved or whose links to the
+run records this pass would change, any error. tests/test_quickpass.py holds it to the full
+pass: the same database, row for row, and the same summary.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from typing import Any, NamedTuple, Sequence
+
+QUICK_MAX = 32  # records: more go to the full pass (it reads them in worker processes)
+CHILD_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses")  # scan.CHILD_TABLES
+
+
+class _Decline(Exception):
+    """Not a small change after all: the full pass does it."""
+
+
+class PrevCursor(NamedTuple):
+    """An index_cursors row as the full pass hands it to the projection (SQLAlchemy's types:
+    booleans as bool; project.EXPECTED_COLS order)."""
+
+    home_id: int
+    run_id: str
+    shard: str
+    status: str
+    problem: str | None
+    problem_path: str | None
+    settled: bool
+    racy: bool
+    dir_sig: str | None
+    events_sig: str | None
+    files_sig: str | None
+    context_sig: str | None
+    context_ok: bool | None
+    events_ino: int | None
+    events_offset: int
+    torn: bool
+    prefix_len: int
+    prefix_sha256: str | None
+    record_rewrites: int
+    fold_state: str | None
+    indexed_at: Any
+
+
+_BOOLS = (6, 7, 12, 15)  # settled, racy, context_ok, torn
+
+
+def _prev(row: Sequence[Any]) -> PrevCursor:
+    vals = list(row)
+    for i in _BOOLS:
+        if vals[i] is not None:
+            vals[i] = bool(vals[i])
+    return PrevCursor(*vals)
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None) -> Any:
+    """The summary of a small pass over `homes` (ledger.index.fresh.IndexSummary), or None:
+    the full pass is needed (nothing was written)."""
+    from ledger.index import db as dbmod
+    from ledger.index import fresh
+    from ledger.index.rawwrite import NotAtHead, raw_writing
+
+    if not homes or not dbmod.is_sqlite(url):
+        return None
+    try:
+        with raw_writing(url) as con:
+            (n_homes,) = con.execute("SELECT count(*) FROM homes").fetchone()
+            if n_homes != 1:
+                raise _Decline  # (copies of a run in two homes: ledger.index.copies)
+            start_ns = time.time_ns()
+            racy_before = start_ns - (fresh.RACY_NS if racy_ns is None else racy_ns)
+            summary = fresh.IndexSummary(db=dbmod.redact_url(url))
+            for home in homes:
+                home = os.path.abspath(os.fspath(home))
+                changes = fresh.Changes(QUICK_MAX)
+                h = fresh._home(con, home, summary, racy_before, start_ns - fresh.SEAL_GRACE_NS, changes)
+                summary.homes.append(home)
+                if changes.shards:
+                    _write(con, h, home, changes, summary)
+            return summary
+    except (_Decline, fresh._Changed, NotAtHead, sqlite3.Error, OSError, ValueError):
+        return None
+
+
+def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> None:
+    """What the full pass writes for these records and shards (indexer._write_batch, then
+    scan.RunScan.folded / settle / write_state and the home's last_indexed_at)."""
+    from ledger.index import db as dbmod
+    from ledger.index.project import EXPECTED_COLS, OUT_TABLES, damaged_cursor, enc_datetime, fold_record, plan
+    from ledger.index.work import Work, tally
+    from ledger.records.liveness import gone_for_good
+
+    works = [Work(*t) for t in changes.works]
+    known = [w.name for w in works if w.cur is not None]
+    prevs: dict[str, PrevCursor] = {}
+    if known:
+        cols = ", ".join(EXPECTED_COLS["index_cursors"])
+        for row in con.execute(f"SELECT {cols} FROM index_cursors WHERE home_id = ? AND run_id IN ({_marks(len(known))})",
+                               (h, *known)):
+            prevs[row[1]] = _prev(row)
+    now = dbmod.now_utc()
+    results = [fold_record(h, w, prevs.get(w.name), now, True) for w in works]
+    out: dict[str, list[Any]] = {k: [] for k in OUT_TABLES}
+    tally(s, works, results, prevs, out, out["index_cursors"],
+          lambda w, problem, prev: damaged_cursor(h, w, now, True, problem, prev))
+    if known:  # (the full pass: source.delete(..., with_cursors=True))
+        for table in CHILD_TABLES + ("runs", "index_cursors"):
+            con.execute(f'DELETE FROM "{table}" WHERE home_id = ? AND run_id IN ({_marks(len(known))})', (h, *known))
+    for name in OUT_TABLES:
+        if out[name]:
+            con.executemany(plan(name)[0], out[name])
+    # sealing (scan.RunScan.folded): a record that may still change keeps its shard open
+    open_ = {w.shard for w in works if not w.sealable}
+    ask = [w for w in works if w.sealable and w.unsettled]
+    if ask:
+        states = dict(con.execute(f"SELECT run_id, state FROM runs WHERE home_id = ? AND run_id IN "
+                                  f"({_marks(len(ask))}) AND settled = 0", (h, *(w.name for w in ask))).fetchall())
+        open_.update(w.shard for w in ask if not gone_for_good(states.get(w.name) or ""))
+    shards = []
+    for shard, ((sig, sealed, n), row, _works) in changes.shards.items():
+        state = (sig, sealed and shard not in open_, n)
+        if state != row:
+            shards.append((h, shard, state[0], 1 if state[1] else 0, state[2]))
+    if shards:  # (scan.RunScan.write_state)
+        con.execute(f"DELETE FROM index_shards WHERE home_id = ? AND shard IN ({_marks(len(shards))})",
+                    (h, *(x[1] for x in shards)))
+        con.executemany("INSERT INTO index_shards (home_id, shard, dir_sig, sealed, runs) VALUES (?, ?, ?, ?, ?)",
+                        shards)
+    if s.new or s.updated:  # record runs changed: an imported session may now be one of them
+        _check_links(con, h, home)
+    if works or shards:
+        con.execute("UPDATE homes SET last_indexed_at = ? WHERE home_id = ?", (enc_datetime(dbmod.now_utc()), h))
+
+
+def _check_links(con: sqlite3.Connection, h: int, home: str) -> None:
+    """logsource.LogPass.settle after record runs changed: with a client's archive as the last
+    pass left it, the links must not move (else the sessions are projected again: the full
+    pass's work); an archive without its change marker is walked whole: the full pass."""
+    import json
+
+    from ledger.index import fresh
+
+    def rows(sql: str, params: Sequence[Any]) -> list[tuple]:
+        return con.execute(sql, tuple(params)).fetchall()
+
+    for client in fresh.LOG_CLIENTS:
+        row = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
+                          (h, f"{client}-log")).fetchone()
+        if row is None:
+            continue
+        marker = fresh._marker(os.path.join(home, "sources", client))
+        if marker is None or json.loads(row[0]).get("marker") != marker or fresh.links_changed(rows, h, client):
+            raise _Decline
