@@ -233,6 +233,9 @@ def test_sealed_shards_are_skipped_until_they_change(home, db_url, monkeypatch):
     # the indexer's own scan is under test: the no-change check before it (ledger.index.fresh,
     # held to this scan by tests/test_fresh.py) is not asked
     monkeypatch.setattr(fresh, "unchanged", lambda homes, url: None)
+    from ledger.index import quickpass
+
+    monkeypatch.setattr(quickpass, "index_small", lambda homes, url, racy_ns=None: None)  # (nor the small pass)
     a = make_run(home)
     live = make_run(home, outcome=None)
     index_homes([home], db_url)
