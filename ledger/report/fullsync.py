@@ -2,7 +2,7 @@
 
 A full sync (the first report after a cold index, a new price-data version, `--resync`)
 builds the facts of every run. Through SQLAlchemy that cost ~230 us per run at 100,000 runs
-(23 s): each run's rows assembled as several 57-key dicts (ledger.report.sync.FactBuilder.rows)
+(23 s): each run's rows assembled as several 57-key dicts (ledger.report.facts.FactBuilder.rows)
 and bound one parameter at a time by Core's executemany. Here, on SQLite only:
 
 - runs, their usage streams and subjects are read with the sqlite3 driver in key order, a
@@ -31,29 +31,18 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, Sequence
 
-from ledger.report import sync as S
+from ledger.report import facts as F
 from ledger.report.buckets import epoch
 from ledger.report.costs import combine_codes, split_known, sum_known
-from ledger.report.models import ESTIMATED, REPORTED, SLOT_SECONDS
-
-FACT_COLS = tuple(c.name for c in S.facts_t.columns)
-# record_rows writes its tuples in this order: a new column must be added there too
-EXPECTED_COLS = (
-    "slot", "home_id", "run_id", "model_key", "created_s", "first", "indexed_at", "settled", "state",
-    "usage_fingerprint", "harness", "source", "piece", "run_model", "model", "models", "skill", "repo", "host",
-    "session", "subject", "subjects_n", "outcome", "failed", "interrupted", "abandoned", "unverified",
-    "evidence_gaps", "no_usage", "duration_ms", "run_cost_reported", "run_cost_estimated", "run_cost_auto",
-    "run_basis_auto", "run_total_tokens", "input_tokens", "output_tokens", "cache_read_tokens",
-    "cache_write_tokens", "reasoning_tokens", "cost_reported", "cost_estimated", "cost_auto", "basis_auto",
-    "unpriced", "run_cost_reported_partial", "run_cost_estimated_partial", "run_cost_auto_partial",
-    "cost_reported_partial", "cost_estimated_partial", "cost_auto_partial", "judged", "ok", "skill_expected",
-    "skill_invoked", "tool_calls", "tool_errors",
+from ledger.report.schema import (
+    COUNTER_COLUMNS, ESTIMATED, FACT_COLUMNS, REPORTED, RUN_COLUMNS, SLOT_SECONDS, STREAM_COLUMNS, TOKEN_COLUMNS,
 )
-if FACT_COLS != EXPECTED_COLS:  # pragma: no cover - a schema change must update record_rows
-    raise RuntimeError("report_facts' columns changed: update ledger/report/fullsync.py record_rows")
 
-RUN_NAMES = tuple(c.name for c in S._RUN_COLS)
-STREAM_NAMES = tuple(c.name for c in S._STREAM_COLS)
+# record_rows writes its tuples in this order (ledger.report.schema: checked against the model by
+# ledger.report.sync); a new column must be added there too
+FACT_COLS = FACT_COLUMNS
+RUN_NAMES = RUN_COLUMNS
+STREAM_NAMES = STREAM_COLUMNS
 RunRow = namedtuple("RunRow", RUN_NAMES)  # type: ignore[misc]
 StreamRow = namedtuple("StreamRow", STREAM_NAMES)  # type: ignore[misc]
 _BOOL_RUN = tuple(i for i, n in enumerate(RUN_NAMES) if n in ("settled", "ok", "skill_invoked"))
@@ -62,7 +51,7 @@ _DT_RUN = tuple(i for i, n in enumerate(RUN_NAMES) if n == "created_at")
 _RECEIPT = STREAM_NAMES.index("final_receipt")
 _SLOT, _EST = STREAM_NAMES.index("slot"), STREAM_NAMES.index("est_cost_usd")
 _as_tuple = operator.itemgetter(*FACT_COLS)
-TOKENS4 = S.TOKEN_COLUMNS[:4]
+TOKENS4 = TOKEN_COLUMNS[:4]
 _ZERO_TAIL = (0, 0, 0, 0, 0, 0, None, None, None, None, None, None)  # failed .. run_total_tokens
 _ZERO_PARTIALS = (None, None, None)  # run_cost_*_partial
 _ZERO_VERDICTS = (0, 0, 0, 0, 0, 0)
@@ -92,18 +81,18 @@ def stream_row(raw: Sequence[Any]) -> StreamRow:
     return StreamRow._make(vals)
 
 
-_COUNTERS_AT = STREAM_NAMES.index(S.COUNTER_COLUMNS[0])
-if STREAM_NAMES[_COUNTERS_AT:] != S.COUNTER_COLUMNS:  # pragma: no cover - the memo key below
-    raise RuntimeError("usage_streams' counters are no longer the tail of sync._STREAM_COLS")
-_TOKENS_AT = tuple(STREAM_NAMES.index(c) for c in S.TOKEN_COLUMNS)
+_COUNTERS_AT = STREAM_NAMES.index(COUNTER_COLUMNS[0])
+if STREAM_NAMES[_COUNTERS_AT:] != COUNTER_COLUMNS:  # pragma: no cover - the memo key below
+    raise RuntimeError("usage_streams' counters are no longer the tail of schema.STREAM_COLUMNS")
+_TOKENS_AT = tuple(STREAM_NAMES.index(c) for c in TOKEN_COLUMNS)
 _tokens = operator.itemgetter(*_TOKENS_AT)
 
 
-def _estimate(b: S.FactBuilder, st: Any) -> tuple[float | None, str | None]:
+def _estimate(b: F.FactBuilder, st: Any) -> tuple[float | None, str | None]:
     """FactBuilder._estimate(provider, model, counters), its memo looked up first without
     building the counters (the same key: provider, model, every counter or None)."""
     hit = b._memo.get((st.provider, st.model) + st[_COUNTERS_AT:])
-    return hit if hit is not None else b._estimate(st.provider, st.model, S._counters(st))
+    return hit if hit is not None else b._estimate(st.provider, st.model, F._counters(st))
 
 
 def _fingerprint1(st: Any) -> int:
@@ -113,7 +102,7 @@ def _fingerprint1(st: Any) -> int:
     return int.from_bytes(h.digest()[:8], "big", signed=True)
 
 
-def _model_row1(b: S.FactBuilder, key: str, st: Any) -> tuple:
+def _model_row1(b: F.FactBuilder, key: str, st: Any) -> tuple:
     """_model_row of one stream. `0 + x` is what sum([x]) (split_known) computes: the same
     float, bit for bit."""
     e, why = _estimate(b, st)
@@ -127,15 +116,15 @@ def _model_row1(b: S.FactBuilder, key: str, st: Any) -> tuple:
             why if est is None else None, None, None, None, _fingerprint1(st))
 
 
-def _model_row(b: S.FactBuilder, key: str, group: list[Any]) -> tuple:
+def _model_row(b: F.FactBuilder, key: str, group: list[Any]) -> tuple:
     """(model_key, model, 5 tokens, cost reported / estimated / auto, basis, unpriced,
     partial reported / estimated / auto, fingerprint): FactBuilder.rows' per-model row for
     streams without a cached estimate."""
     if len(group) == 1:
         return _model_row1(b, key, group[0])
-    fp = S._fingerprint(group)
+    fp = F._fingerprint(group)
     toks = []
-    for c in S.TOKEN_COLUMNS:
+    for c in TOKEN_COLUMNS:
         vals = [v for v in (getattr(st, c) for st in group) if v is not None]
         toks.append(sum(vals) if vals else None)
     est_by_stream = [_estimate(b, st) for st in group]
@@ -179,7 +168,7 @@ def _run_costs(models: list[tuple]) -> tuple[tuple, tuple]:
     return tuple(totals), tuple(parts)
 
 
-def record_rows(b: S.FactBuilder, run: Any, streams: Sequence[Any], subjects: Sequence[str]) -> list[tuple]:
+def record_rows(b: F.FactBuilder, run: Any, streams: Sequence[Any], subjects: Sequence[str]) -> list[tuple]:
     """The fact rows of a run whose streams are all in its own slot, none with an estimate of
     its own (a run record), as tuples in FACT_COLS order: FactBuilder.rows(run, streams, {},
     subjects) without the dicts."""
@@ -189,8 +178,8 @@ def record_rows(b: S.FactBuilder, run: Any, streams: Sequence[Any], subjects: Se
     for st in streams:
         by_model.setdefault(st.model or "", []).append(st)
     settled = bool(run.settled)
-    outcome = S.run_outcome(run.outcome, settled, run.state)
-    never_usage = not by_model and run.harness == S.COMMAND_HARNESS
+    outcome = F.run_outcome(run.outcome, settled, run.state)
+    never_usage = not by_model and run.harness == F.COMMAND_HARNESS
     if by_model:
         models = [_model_row(b, key, by_model[key]) for key in sorted(by_model)]
     else:
@@ -227,7 +216,7 @@ def record_rows(b: S.FactBuilder, run: Any, streams: Sequence[Any], subjects: Se
     return out
 
 
-def fact_tuples(b: S.FactBuilder, run: Any, streams: Sequence[Any], subjects: Sequence[str]) -> list[tuple]:
+def fact_tuples(b: F.FactBuilder, run: Any, streams: Sequence[Any], subjects: Sequence[str]) -> list[tuple]:
     """The run's fact rows as tuples: record_rows for a run record's shape, else FactBuilder.rows."""
     if all(st.slot is None and st.est_cost_usd is None for st in streams):
         return record_rows(b, run, streams, subjects)
@@ -255,7 +244,7 @@ _KEY = operator.itemgetter(0, 1, 2, 3)  # slot, home_id, run_id, model_key
 _SIGNATURE = "SELECT count(*), max(indexed_at), max(created_at) FROM runs WHERE home_id = ?"
 
 
-def _build_range(raw: Any, b: S.FactBuilder, home: int, start: tuple | None, stop: tuple | None,
+def _build_range(raw: Any, b: F.FactBuilder, home: int, start: tuple | None, stop: tuple | None,
                  emit: Any) -> None:
     """The fact rows of the home's runs from `start` (a (created_at, run_id) key, inclusive)
     to `stop` (exclusive), a batch at a time, each batch sorted by the facts' key, to `emit`."""
@@ -300,7 +289,7 @@ class _Part:
     the runs' count and latest stamps must agree, else the child refuses and the parent
     builds the part itself, as it does when the child fails in any way)."""
 
-    def __init__(self, index_path: str, b: S.FactBuilder, home: int, start: tuple, signature: tuple) -> None:
+    def __init__(self, index_path: str, b: F.FactBuilder, home: int, start: tuple, signature: tuple) -> None:
         import tempfile
 
         from ledger.index.workers import SCRATCH_PREFIX, remove_stale_scratch
@@ -329,7 +318,7 @@ class _Part:
         os.close(wfd)
         self.rfd = rfd
 
-    def _child(self, index_path: str, b: S.FactBuilder, home: int, start: tuple, signature: tuple) -> dict:
+    def _child(self, index_path: str, b: F.FactBuilder, home: int, start: tuple, signature: tuple) -> dict:
         import sqlite3
 
         from pathlib import Path
@@ -407,7 +396,7 @@ def _busy() -> bool:
     return busy(os.cpu_count() or 1)
 
 
-def write_all(raw: Any, b: S.FactBuilder, parallel: bool = True) -> None:
+def write_all(raw: Any, b: F.FactBuilder, parallel: bool = True) -> None:
     """Insert the facts of every run (report_facts is empty), reading and writing through
     the sqlite3 connection `raw` inside the caller's transaction. A home of PARALLEL_AT runs
     or more is built by two processes when the machine has a second core."""

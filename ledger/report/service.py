@@ -5,7 +5,8 @@
 1. the index is brought up to date with the home's records (ledger.index.ops.index_homes,
    exactly what `ledger runs` does);
 2. report_facts is synced with the index in one short write transaction (only what changed
-   is re-read and re-priced, see ledger.report.sync);
+   is re-read and re-priced, see ledger.report.sync; a few changed runs on SQLite, through the
+   driver: ledger.report.quicksync);
 3. the report is answered in one read transaction (a consistent snapshot);
 4. the records the pass could not read are attached (`Report.unreadable`, the JSON's
    `unreadable_runs`): they are in no row, and never silently gone.
@@ -39,6 +40,22 @@ def sync(url: str, *, full: bool = False, notify: Notify | None = None) -> Any:
 
     with writing(url) as conn:
         return sync_facts(conn, full=full, notify=notify)
+
+
+def _synced_small(url: str) -> bool:
+    """The usual incremental sync (a few changed runs) of an SQLite index through the driver,
+    without SQLAlchemy (ledger.report.quicksync, issue 10); False: not done, nothing written."""
+    from ledger.index import db as dbmod
+
+    if not dbmod.is_sqlite(url):
+        return False
+    from ledger.index.rawwrite import NotAtHead
+    from ledger.report.quicksync import sync_small
+
+    try:
+        return sync_small(url)
+    except NotAtHead:  # (the Core path creates, migrates or rebuilds it)
+        return False
 
 
 def query(url: str, q: ReportQuery) -> Report:
@@ -83,7 +100,8 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
                 if facts_current(c):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
                     return [run_report(c, q) for q in queries]
         try:
-            sync(url, full=resync, notify=notify)
+            if resync or not _synced_small(url):
+                sync(url, full=resync, notify=notify)
         except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
             from ledger.index.ops import read_only_failure
 

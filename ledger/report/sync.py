@@ -24,29 +24,35 @@ one, and says so.
 Rebuilding a run re-prices a (run, model) row only when its usage fingerprint (a hash of
 its streams' counters, costs and receipts) or the price data version changed; otherwise
 the cached estimate is kept. Work is proportional to what changed, not to the history.
+
+The rules of a fact row are in ledger.report.facts (no SQLAlchemy). On SQLite, a full sync
+builds the facts through the driver (ledger.report.fullsync), and the report syncs a few
+changed runs through the driver too (ledger.report.quicksync, the same statements as here).
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
 
 from ledger.index.models import COUNTER_COLUMNS, Home, Run, RunSubject, UsageStream
-from ledger.report.buckets import epoch
-from ledger.records.costbasis import receipt_cost
-from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known
+from ledger.report import schema
+from ledger.report.facts import (  # noqa: F401 - re-exported (tests, scripts)
+    COMMAND_HARNESS, FACT_RULES, GROUP_RULES, VERDICT_FACTS, Estimator, FactBuilder, SyncStats, _apply,
+    _counters, _default_estimator, _fingerprint, _price_version, _unpack, pack_values, run_outcome, verdict_facts,
+)
 from ledger.report.models import (
-    CELL_KINDS, CHANGE_TRIGGERS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MODEL_MEASURES, REPORTED, RUN_MEASURES,
+    CELL_KINDS, CHANGE_TRIGGERS, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MODEL_MEASURES, RUN_MEASURES,
     SLOT_SECONDS, ReportChange, ReportDay, ReportFact, ReportGroup, ReportGroupDay, ReportSlot, ReportState,
+)
+from ledger.report.schema import (  # noqa: F401 - re-exported
+    CELL_COLUMNS, GROUP_COLUMNS, SLOTS_PER_DAY, TOKEN_COLUMNS, VALUE_KINDS,
 )
 
 BATCH = 1000
 CHANGES_CHUNK = 20_000  # change-log rows taken per statement (memory stays flat after a big pass)
 PG_LOCK_KEY = 0x4C445250  # "LDRP": one report sync at a time on a shared PostgreSQL index
-TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 runs_t = Run.__table__
 streams_t = UsageStream.__table__
@@ -59,277 +65,37 @@ state_t = ReportState.__table__
 groups_t = ReportGroup.__table__
 cells_t = ReportGroupDay.__table__
 changes_t = ReportChange.__table__
-SLOTS_PER_DAY = 86400 // SLOT_SECONDS
 
-Estimator = Callable[[str | None, str | None, Mapping[str, Any]], "tuple[float | None, str | None]"]
-
-_RUN_COLS = (runs_t.c.home_id, runs_t.c.run_id, runs_t.c.created_at, runs_t.c.harness, runs_t.c.model,
-             runs_t.c.skill, runs_t.c.repo, runs_t.c.host, runs_t.c.provider_session_id, runs_t.c.outcome,
-             runs_t.c.settled, runs_t.c.state, runs_t.c.evidence_gaps, runs_t.c.duration_ms,
-             runs_t.c.indexed_at, runs_t.c.source)
-# the verdict counts (migration 0004; verdict_facts)
-_RUN_COLS += (runs_t.c.ok, runs_t.c.skill_invoked, runs_t.c.tool_calls, runs_t.c.tool_errors,
-              runs_t.c.tool_semantic_errors)
-_STREAM_COLS = (streams_t.c.home_id, streams_t.c.run_id, streams_t.c.stream_id, streams_t.c.provider,
-                streams_t.c.model, streams_t.c.final_receipt, streams_t.c.cost_usd, streams_t.c.slot,
-                streams_t.c.est_cost_usd) + tuple(
-    streams_t.c[name] for name in COUNTER_COLUMNS)
+_RUN_COLS = tuple(runs_t.c[name] for name in schema.RUN_COLUMNS)  # (verdict counts: migration 0004)
+_STREAM_COLS = tuple(streams_t.c[name] for name in schema.STREAM_COLUMNS)
 
 
-@dataclass
-class SyncStats:
-    """What a sync did (the benchmark prints it; tests check it)."""
+def schema_disagreements() -> list[str]:
+    """Where ledger.report.schema (the driver writers' copy) differs from the models."""
+    from ledger.index import report_tables as T
 
-    full: bool = False
-    checked: int = 0
-    rebuilt: int = 0
-    priced_streams: int = 0
-    reused_estimates: int = 0
-    removed: int = 0
-    reconciled: bool = False
-    fact_runs_delta: int = 0  # runs gained (lost) by report_facts in an incremental sync
-    groups: int = 0  # report_groups groups recomputed ((kind, key); -1: all of them)
-    seconds: float = 0.0
-
-
-def _default_estimator() -> Estimator:
-    from ledger.pricing import estimate_cost
-
-    return estimate_cost
-
-
-COMMAND_HARNESS = "command"
-# bumped when the facts' rules change (2: plain commands have no cost piece): a full rebuild
-FACT_RULES = "2"
-# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole
-GROUP_RULES = "1"
+    return [name for name, mine, theirs in (
+        ("SLOT_SECONDS", schema.SLOT_SECONDS, SLOT_SECONDS),
+        ("basis codes", (schema.REPORTED, schema.ESTIMATED, schema.MIXED), (T.REPORTED, T.ESTIMATED, T.MIXED)),
+        ("COUNTER_COLUMNS", schema.COUNTER_COLUMNS, COUNTER_COLUMNS),
+        ("CHANGE_TRIGGERS", schema.CHANGE_TRIGGERS, CHANGE_TRIGGERS),
+        ("RUN_MEASURES", schema.RUN_MEASURES, RUN_MEASURES),
+        ("MODEL_MEASURES", schema.MODEL_MEASURES, MODEL_MEASURES),
+        ("GROUP_KINDS", schema.GROUP_KINDS, GROUP_KINDS),
+        ("CELL_KINDS", schema.CELL_KINDS, CELL_KINDS),
+        ("GROUP_VERDICTS", schema.GROUP_VERDICTS, GROUP_VERDICTS),
+        ("GROUP_VALUES", schema.GROUP_VALUES, GROUP_VALUES),
+        ("report_facts", schema.FACT_COLUMNS, tuple(c.name for c in facts_t.columns)),
+        ("report_groups", sorted(schema.GROUP_COLUMNS + [n for n, _ in GROUP_VALUES]),
+         sorted(c.name for c in groups_t.columns)),
+        ("report_group_days", tuple(schema.CELL_COLUMNS), tuple(c.name for c in cells_t.columns)),
+        ("report_slots", ("slot", "model_key") + tuple(m[0] for m in RUN_MEASURES + MODEL_MEASURES),
+         tuple(c.name for c in slots_t.columns)),
+    ) if mine != theirs]
 
 
-def _price_version() -> str:
-    from ledger.pricing import price_data_version
-
-    return price_data_version()
-
-
-def run_outcome(outcome: str | None, settled: bool, state: str | None) -> str:
-    """completed | failed | interrupted | abandoned | running | unknown."""
-    if settled:
-        return outcome if outcome in ("completed", "failed", "interrupted") else "unknown"
-    return state if state in ("running", "abandoned") else "unknown"
-
-
-class FactBuilder:
-    """Turns runs + their usage streams into report_facts rows, pricing with a memo."""
-
-    def __init__(self, price_version: str, estimator: Estimator, stats: SyncStats) -> None:
-        self.price_version = price_version
-        self.estimate = estimator
-        self.stats = stats
-        self._memo: dict[tuple, tuple[float | None, str | None]] = {}
-        # the report_groups groups a rebuilt run left or joined: (kind, key)
-        self.groups: set[tuple[str, str | None]] = set()
-        # the report_group_days cells they touched: (kind, key, day)
-        self.cells: set[tuple[str, str | None, int]] = set()
-        # per (kind, key) of VALUE_KINDS, per GROUP_VALUES figure: +1 per value added, -1 removed
-        self.deltas: dict[tuple[str, str | None], list[Any]] = {}
-
-    def note(self, row: Mapping[str, Any], sign: int) -> None:
-        """A fact row leaving (-1) or joining (+1) report_facts: its groups, cells, figures."""
-        day = row["slot"] // SLOTS_PER_DAY
-        for k in GROUP_KINDS:
-            self.groups.add((k, row[k]))
-        for k in CELL_KINDS:
-            self.cells.add((k, row[k], day))
-        if row["first"] == 1:
-            from collections import Counter
-
-            for k in VALUE_KINDS:
-                counters = self.deltas.get((k, row[k]))
-                if counters is None:
-                    counters = self.deltas[(k, row[k])] = [Counter() for _ in GROUP_VALUES]
-                for i, (_, src) in enumerate(GROUP_VALUES):
-                    if row[src] is not None:
-                        counters[i][row[src]] += sign
-
-    def _estimate(self, provider: str | None, model: str | None, counters: dict[str, Any]) -> tuple[float | None, str | None]:
-        key = (provider, model) + tuple(counters.get(n) for n in COUNTER_COLUMNS)
-        hit = self._memo.get(key)
-        if hit is None:
-            try:
-                hit = self.estimate(provider, model, counters)
-            except Exception as exc:  # noqa: BLE001 - a price-table failure is an unknown cost, not a crash
-                hit = (None, f"cannot price model {model!r}: {exc}")
-            if len(self._memo) < 100_000:
-                self._memo[key] = hit
-            self.stats.priced_streams += 1
-        return hit
-
-    def rows(self, run: Any, streams: Sequence[Any],
-             cached: Mapping[tuple[int, str], tuple[int, float | None, str | None, float | None]],
-             subjects: Sequence[str] = ()) -> list[dict[str, Any]]:
-        """The fact rows of one run: one per (slot, model). A run record's usage is all in the
-        slot it was created in; an archived session's streams each name their slot (its
-        usage is reported when it was spent). `cached`: (slot, model_key) -> (fingerprint,
-        estimate, unpriced, known part of an incomplete estimate) of rows priced with the
-        current price version (reused when the fingerprint matches); `subjects`: the run's
-        subject selectors in manifest order."""
-        created_s = epoch(run.created_at)
-        created_slot = created_s // SLOT_SECONDS
-        by_model: dict[tuple[int, str], list[Any]] = {}
-        for st in streams:
-            by_model.setdefault((created_slot if st.slot is None else st.slot, st.model or ""), []).append(st)
-        outcome = run_outcome(run.outcome, bool(run.settled), run.state)
-        # a plain command can never report usage: its cost is not applicable, not unknown (no
-        # cost piece, not an unmeasured run; docs/report.md)
-        never_usage = not by_model and run.harness == COMMAND_HARNESS
-        per_model: list[dict[str, Any]] = []
-        if not by_model:
-            per_model.append({"slot": created_slot, "model_key": "", "model": None, **{c: None for c in TOKEN_COLUMNS},
-                              **{f"cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")},
-                              "basis_auto": None, "unpriced": None, "usage_fingerprint": 0})
-        for slot, key in sorted(by_model):
-            group = by_model[(slot, key)]
-            fp = _fingerprint(group)
-            tokens = {}
-            for c in TOKEN_COLUMNS:
-                vals = [getattr(st, c) for st in group if getattr(st, c) is not None]
-                tokens[c] = sum(vals) if vals else None
-            hit = cached.get((slot, key))
-            if hit is not None and hit[0] == fp:
-                est, unpriced = hit[1], hit[2]
-                est_part = hit[3] if len(hit) > 3 else None  # a fully known or unknown estimate has none
-                self.stats.reused_estimates += 1
-                est_by_stream = None
-            else:
-                est_by_stream = [self._stream_estimate(st) for st in group]
-                est, est_part = split_known(e for e, _ in est_by_stream)
-                unpriced = next((why for e, why in est_by_stream if e is None), None)
-            # reported: every cost the provider gave, final receipt or not (a retried attempt's)
-            reported, reported_part = split_known(st.cost_usd for st in group)
-            # auto: each stream's receipt cost when it has one, else its estimate (the rule:
-            # ledger.records.costbasis.receipt_cost)
-            receipts = [receipt_cost(bool(st.final_receipt), st.cost_usd) for st in group]
-            if all(r is not None for r in receipts):
-                auto, auto_part, basis = sum_known(receipts), None, REPORTED
-            elif all(r is None for r in receipts):
-                auto, auto_part, basis = est, est_part, (ESTIMATED if est is not None else None)
-            else:
-                if est_by_stream is None:
-                    est_by_stream = [self._stream_estimate(st) for st in group]
-                parts = [(r, REPORTED) if r is not None else (e, ESTIMATED)
-                         for r, (e, _) in zip(receipts, est_by_stream)]
-                auto, auto_part = split_known(p for p, _ in parts)
-                basis = combine_codes(b for _, b in parts) if auto is not None else None
-            per_model.append({"slot": slot, "model_key": key, "model": key or None, **tokens, "cost_reported": reported,
-                              "cost_estimated": est, "cost_auto": auto, "basis_auto": basis,
-                              "cost_reported_partial": reported_part, "cost_estimated_partial": est_part,
-                              "cost_auto_partial": auto_part,
-                              "unpriced": unpriced if est is None else None, "usage_fingerprint": fp})
-        run_model = run.model
-        if run_model is None:
-            best = max((m for m in per_model if m["model"] is not None),
-                       key=lambda m: (sum(m[c] or 0 for c in TOKEN_COLUMNS[:4]), m["model_key"]), default=None)
-            run_model = best["model"] if best is not None else None
-        models = sorted({m["model"] for m in per_model if m["model"]} | ({run_model} if run_model else set()))
-        common = {
-            "home_id": run.home_id, "run_id": run.run_id, "source": run.source, "indexed_at": run.indexed_at, "settled": 1 if run.settled else 0,
-            "state": run.state, "harness": run.harness,
-            "run_model": run_model, "models": "|" + "|".join(models) + "|", "skill": run.skill,
-            "repo": run.repo, "host": run.host, "session": run.provider_session_id, "outcome": outcome,
-            "subject": subjects[0] if subjects else None, "subjects_n": len(subjects),
-        }
-        run_level = {
-            "failed": int(outcome == "failed"), "interrupted": int(outcome == "interrupted"),
-            "abandoned": int(outcome == "abandoned"), "unverified": int((run.evidence_gaps or 0) > 0),
-            "evidence_gaps": run.evidence_gaps or 0, "no_usage": int(not streams and not never_usage),
-            "duration_ms": run.duration_ms,
-            **_run_costs(per_model),
-            "run_basis_auto": combine_codes(m["basis_auto"] for m in per_model),
-            "run_total_tokens": _total_tokens(per_model),
-            **verdict_facts(run),
-        }
-        zero = {"failed": 0, "interrupted": 0, "abandoned": 0, "unverified": 0, "evidence_gaps": 0,
-                "no_usage": 0, "duration_ms": None, "run_basis_auto": None, "run_total_tokens": None,
-                **{f"run_cost_{m}{p}": None for m in COST_MODES for p in ("", "_partial")},
-                **{name: 0 for name in VERDICT_FACTS}}
-        # an imported session spends in several slots: each slot's first row is a *piece*
-        # carrying that slot's run-level costs (a day is charged what was spent that day);
-        # a run record has one slot, so its one piece is its first row with the whole cost
-        slots: dict[int, list[dict[str, Any]]] = {}
-        for m in per_model:
-            slots.setdefault(m["slot"], []).append(m)
-        out = []
-        for slot, rows in slots.items():
-            piece = {**zero, **_run_costs(rows), "run_basis_auto": combine_codes(m["basis_auto"] for m in rows)}
-            for j, m in enumerate(rows):
-                first = not out
-                # a later slot's row is dated at its slot's start (the buckets of zones whose
-                # offset is not a multiple of 15 minutes use it); the first row at the creation
-                at = created_s if slot == created_slot else slot * SLOT_SECONDS
-                out.append({**common, **m, "created_s": at, "first": 1 if first else 0, "piece": 1 if j == 0 and not never_usage else 0,
-                            **({**run_level, **piece, **_run_flags(run_level)} if first else piece if j == 0 else zero)})
-        return out
-
-    def _stream_estimate(self, st: Any) -> tuple[float | None, str | None]:
-        """An archived session's stream carries its estimate, priced per API response (a
-        long-context tier is per request); a run record's stream is priced here."""
-        if st.est_cost_usd is not None:
-            return st.est_cost_usd, None
-        return self._estimate(st.provider, st.model, _counters(st))
-
-
-def _run_flags(run_level: Mapping[str, Any]) -> dict[str, Any]:
-    """The run-level fields that are not costs (the first row keeps them whole)."""
-    return {k: v for k, v in run_level.items() if not k.startswith("run_cost_") and k != "run_basis_auto"}
-
-
-VERDICT_FACTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
-
-
-def verdict_facts(run: Any) -> dict[str, int]:
-    """The run's verdict counts (report_facts, first row): a verdict exists / is ok, a skill
-    was expected / invoked, tool uses and their error results (error + semantic-error)."""
-    get = run._mapping.get if hasattr(run, "_mapping") else run.__dict__.get  # (a Row, or a plain object)
-    ok, invoked = get("ok"), get("skill_invoked")
-    return {"judged": int(ok is not None), "ok": int(ok is True),
-            "skill_expected": int(invoked is not None), "skill_invoked": int(invoked is True),
-            "tool_calls": get("tool_calls") or 0, "tool_errors": (get("tool_errors") or 0) + (get("tool_semantic_errors") or 0)}
-
-
-def _run_costs(per_model: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A run's cost per mode: the sum over its models when every one is fully known, else
-    null, with the known part (fully known models plus the others' known parts) apart."""
-    out: dict[str, Any] = {}
-    for mode in COST_MODES:
-        total, part = split_known(m[f"cost_{mode}"] for m in per_model)
-        if total is None:
-            known = [m[f"cost_{mode}"] if m[f"cost_{mode}"] is not None else m[f"cost_{mode}_partial"]
-                     for m in per_model]
-            part = sum_known(v for v in known if v is not None)
-        out[f"run_cost_{mode}"] = total
-        out[f"run_cost_{mode}_partial"] = part
-    return out
-
-
-def _total_tokens(rows: Sequence[Mapping[str, Any]]) -> int | None:
-    """input + output + cache read + cache write over the known counters (None if none)."""
-    vals = [m[c] for m in rows for c in TOKEN_COLUMNS[:4] if m[c] is not None]
-    return sum(vals) if vals else None
-
-
-def _counters(st: Any) -> dict[str, Any]:
-    return {name: getattr(st, name) for name in COUNTER_COLUMNS if getattr(st, name) is not None}
-
-
-def _fingerprint(streams: Iterable[Any]) -> int:
-    """A 63-bit hash of what pricing depends on: each stream's counters, cost and receipt."""
-    h = hashlib.sha1()
-    for st in sorted(streams, key=lambda s: s.stream_id):
-        h.update(repr((st.stream_id, st.provider, st.model, bool(st.final_receipt), st.cost_usd,
-                       tuple(getattr(st, n) for n in COUNTER_COLUMNS))).encode())
-        if st.slot is not None or st.est_cost_usd is not None:  # (archived sessions only)
-            h.update(repr((st.slot, st.est_cost_usd)).encode())
-    return int.from_bytes(h.digest()[:8], "big", signed=True)
+if schema_disagreements():  # pragma: no cover - a schema change must update ledger/report/schema.py
+    raise RuntimeError(f"ledger/report/schema.py disagrees with the models: {schema_disagreements()}")
 
 
 # --------------------------------------------------------------------------------------
@@ -506,21 +272,6 @@ def _group_select(kind: str, where: list[Any], sort: bool = False) -> Any:
                      ).where(*where).group_by(key)
 
 
-GROUP_COLUMNS = (["kind", "gnull", "gkey"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS) + ["rank_auto"])
-VALUE_KINDS = ("skill",)  # the evaluation kinds among GROUP_KINDS: their runs' figures are kept sorted
-
-
-def pack_values(values: list[Any], integer: bool) -> bytes:
-    """Sorted figures as little-endian int64 (durations) or float64 (costs)."""
-    import array
-    import sys
-
-    a = array.array("q" if integer else "d", sorted(values))
-    if sys.byteorder != "little":  # pragma: no cover - every machine here is little-endian
-        a.byteswap()
-    return a.tobytes()
-
-
 def _refresh_values(conn: Any, kind: str, where: list[Any]) -> None:
     """The sorted figures (GROUP_VALUES) of the groups of `kind` whose rows match `where`."""
     f = facts_t.c
@@ -557,9 +308,6 @@ def _col_cond(col: Any, keys: Sequence[str | None]) -> Any:
     return sa.or_(*conds) if conds else sa.false()
 
 
-CELL_COLUMNS = (["kind", "gnull", "gkey", "day"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS))
-
-
 def _cell_select(kind: str, where: list[Any]) -> Any:
     """report_group_days rows of `kind` from the facts matching `where`: per key and UTC day."""
     f = facts_t.c
@@ -582,32 +330,6 @@ def _group_from_cells(kind: str, where: list[Any]) -> Any:
                      *(merge[func](c[name]).label(name) for name, func, _ in RUN_MEASURES),
                      *(sa.func.sum(c[n]).label(n) for n in GROUP_VERDICTS), rank.label("rank_auto")
                      ).where(c.kind == kind, *where).group_by(c.gnull, c.gkey)
-
-
-def _unpack(blob: Any, integer: bool) -> list[Any]:
-    import array
-    import sys
-
-    a = array.array("q" if integer else "d")
-    a.frombytes(blob or b"")
-    if sys.byteorder != "little":  # pragma: no cover
-        a.byteswap()
-    return a.tolist()
-
-
-def _apply(values: list[Any], counter: Any) -> bool:
-    """Apply +n / -n counts to sorted `values` in place; False when a value to remove is missing."""
-    from bisect import bisect_left, insort
-
-    for v, n in counter.items():
-        for _ in range(-n):
-            i = bisect_left(values, v)
-            if i == len(values) or values[i] != v:
-                return False
-            del values[i]
-        for _ in range(n):
-            insort(values, v)
-    return True
 
 
 def _refresh_cells(conn: Any, kind: str, groups: set[tuple[str, str | None]],
