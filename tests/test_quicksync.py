@@ -346,7 +346,7 @@ def test_an_index_not_at_head_is_not_touched(tmp_path):
 
 def test_the_report_syncs_a_new_run_without_the_core_path(home, monkeypatch):
     make(home, "2026-03-08T10:00:00Z", [claude_stream()], skill="deploy")
-    res = CliRunner().invoke(app, ["report", "--json"])
+    res = CliRunner().invoke(app, ["report", "skill", "--json"])  # (the group tables: made once, by Core)
     assert res.exit_code == 0, res.output
     make(home, "2026-03-08T11:00:00Z", [claude_stream()], skill="deploy")
 
@@ -364,7 +364,7 @@ def test_the_report_falls_back_when_declined(home, monkeypatch):
     assert CliRunner().invoke(app, ["report", "--json"]).exit_code == 0
     make(home, "2026-03-08T11:00:00Z", [claude_stream()])
     seen = []
-    monkeypatch.setattr(quicksync, "sync_small", lambda u: seen.append("small") or False)
+    monkeypatch.setattr(quicksync, "sync_small", lambda u, **k: seen.append("small") or False)
     real = service.sync
     monkeypatch.setattr(service, "sync", lambda *a, **k: seen.append("core") or real(*a, **k))
     res = CliRunner().invoke(app, ["report", "--json"])

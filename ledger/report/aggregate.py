@@ -595,6 +595,19 @@ def _kth(lists: list[Any], k: int) -> Any:
     return best
 
 
+def reads_groups(q: ReportQuery) -> bool:
+    """Whether `q` is answered from report_groups (built by the first sync that serves such a
+    report: ledger.report.facts.GROUPS_DEFERRED)."""
+    return _source(q) == "groups"
+
+
+def _groups_built(c: Conn) -> bool:
+    """report_groups is built (a read-only index may hold it deferred: the facts answer)."""
+    from ledger.report.synced import GROUP_RULES
+
+    return _rows(c, Sql("SELECT value FROM report_state WHERE key = 'group_rules'")) == [(GROUP_RULES,)]
+
+
 def _source(q: ReportQuery) -> str:
     """Which table answers `q`: a rollup when its dimensions cover the query, else the facts."""
     used = {k for k, v in q.filters.items() if v}
@@ -664,7 +677,7 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
         col = _collect_slots(c, q, start, end)
     elif source == "days":
         col = _collect_days(c, q, start, end)
-    elif source == "groups":
+    elif source == "groups" and (forced or _groups_built(c)):
         col = _collect_groups(c, q)
     else:
         col = _collect_facts(c, q, conds, fast=not forced)

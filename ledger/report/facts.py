@@ -51,6 +51,10 @@ COMMAND_HARNESS = "command"
 FACT_RULES = "2"
 # bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole
 GROUP_RULES = "1"
+# report_state.group_rules while report_groups / report_group_days are not built: they serve
+# only `report session|skill` (aggregate.reads_groups), so a full sync (the first report after
+# a cold index) leaves them to the first sync of a report that reads them (issue 10)
+GROUPS_DEFERRED = "deferred"
 
 
 def _price_version() -> str:

@@ -49,7 +49,7 @@ class Declined(Exception):
 
 
 def sync_small(url: str, *, estimator: F.Estimator | None = None, price_version: str | None = None,
-               limit: int = SMALL) -> bool:
+               limit: int = SMALL, groups: bool = True) -> bool:
     """Sync the report's tables of the SQLite index at `url` as sync_facts would (not `full`)
     when only a few runs changed; True when done (committed), False when declined (nothing
     written). Raises ledger.index.rawwrite.NotAtHead when the schema is not at head, and
@@ -60,22 +60,25 @@ def sync_small(url: str, *, estimator: F.Estimator | None = None, price_version:
     builder = F.FactBuilder(pv, estimator or F._default_estimator(), F.SyncStats())
     try:
         with raw_writing(url) as con:
-            _sync(con, builder, limit)
+            _sync(con, builder, limit, groups)
     except Declined:
         return False
     return True
 
 
-def _sync(con: sqlite3.Connection, b: F.FactBuilder, limit: int) -> None:
+def _sync(con: sqlite3.Connection, b: F.FactBuilder, limit: int, groups: bool = True) -> None:
     state = dict(con.execute("SELECT key, value FROM report_state").fetchall())
     (triggers,) = con.execute(
         "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'runs' AND name IN (?, ?, ?)",
         CHANGE_TRIGGERS).fetchone()
     fact_runs = state.get("fact_runs")
     if (triggers != len(CHANGE_TRIGGERS) or state.get("price_version") != b.price_version or fact_runs is None
-            or state.get("fact_rules") != F.FACT_RULES or state.get("group_rules") != F.GROUP_RULES
-            or not _SIMPLE_KINDS):
+            or state.get("fact_rules") != F.FACT_RULES or not _SIMPLE_KINDS):
         raise Declined("a full rebuild")
+    group_state = state.get("group_rules")
+    # the group tables kept up to date, or not built and not needed yet (sync_facts's rule)
+    if not (group_state == F.GROUP_RULES or (group_state == F.GROUPS_DEFERRED and not groups)):
+        raise Declined("the group tables to build")
     try:
         runs_before = int(fact_runs)
     except ValueError:
@@ -93,10 +96,10 @@ def _sync(con: sqlite3.Connection, b: F.FactBuilder, limit: int) -> None:
         raise Declined("the facts need a reconcile")
     if touched:
         _refresh_rollups(con, touched)
-    if b.groups:
+    if b.groups and group_state == F.GROUP_RULES:
         _refresh_groups(con, b.groups, b.cells, b.deltas)
     new_state = {"price_version": b.price_version, "fact_runs": fact_runs, "fact_rules": F.FACT_RULES,
-                 "group_rules": F.GROUP_RULES}
+                 "group_rules": group_state}
     if {k: state.get(k) for k in new_state} != new_state:
         con.execute(f"DELETE FROM report_state WHERE key IN ({_marks(len(new_state))})", tuple(new_state))
         con.executemany("INSERT INTO report_state (key, value) VALUES (?, ?)", list(new_state.items()))

@@ -34,15 +34,16 @@ def writing(url: str) -> Any:
     return index_writing(url)
 
 
-def sync(url: str, *, full: bool = False, notify: Notify | None = None) -> Any:
-    """Bring report_facts up to date with the index at `url`; returns SyncStats."""
+def sync(url: str, *, full: bool = False, notify: Notify | None = None, groups: bool = True) -> Any:
+    """Bring report_facts up to date with the index at `url`; returns SyncStats. `groups`:
+    the group tables too, when not built yet (only `report session|skill` reads them)."""
     from ledger.report.sync import sync_facts
 
     with writing(url) as conn:
-        return sync_facts(conn, full=full, notify=notify)
+        return sync_facts(conn, full=full, notify=notify, groups=groups)
 
 
-def _synced_small(url: str) -> bool:
+def _synced_small(url: str, groups: bool = True) -> bool:
     """The usual incremental sync (a few changed runs) of an SQLite index through the driver,
     without SQLAlchemy (ledger.report.quicksync, issue 10); False: not done, nothing written."""
     from ledger.index import db as dbmod
@@ -53,7 +54,7 @@ def _synced_small(url: str) -> bool:
     from ledger.report.quicksync import sync_small
 
     try:
-        return sync_small(url)
+        return sync_small(url, groups=groups)
     except NotAtHead:  # (the Core path creates, migrates or rebuilds it)
         return False
 
@@ -90,6 +91,10 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
             notify(line)
     from ledger.index.ops import read_repairing
 
+    from ledger.report.aggregate import reads_groups
+
+    groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
+
     def read() -> list[Report]:
         from ledger.index.rawread import reading
 
@@ -97,11 +102,11 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
             from ledger.report.synced import facts_current
 
             with reading(url) as c:
-                if facts_current(c):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
+                if facts_current(c, groups):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
                     return [run_report(c, q) for q in queries]
         try:
-            if resync or not _synced_small(url):
-                sync(url, full=resync, notify=notify)
+            if resync or not _synced_small(url, groups):
+                sync(url, full=resync, notify=notify, groups=groups)
         except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
             from ledger.index.ops import read_only_failure
 

@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from ledger.index.models import COUNTER_COLUMNS, Home, Run, RunSubject, UsageStream
 from ledger.report import schema
 from ledger.report.facts import (  # noqa: F401 - re-exported (tests, scripts)
-    COMMAND_HARNESS, FACT_RULES, GROUP_RULES, VERDICT_FACTS, Estimator, FactBuilder, SyncStats, _apply,
+    COMMAND_HARNESS, FACT_RULES, GROUP_RULES, GROUPS_DEFERRED, VERDICT_FACTS, Estimator, FactBuilder, SyncStats, _apply,
     _counters, _default_estimator, _fingerprint, _price_version, _unpack, pack_values, run_outcome, verdict_facts,
 )
 from ledger.report.models import (
@@ -523,8 +523,11 @@ def _count_fact_runs(conn: Any) -> int:
 
 
 def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: str | None = None,
-               full: bool = False, notify: Callable[[str], None] | None = None) -> SyncStats:
-    """Bring report_facts up to date with runs/usage_streams, inside the caller's transaction."""
+               full: bool = False, notify: Callable[[str], None] | None = None, groups: bool = True) -> SyncStats:
+    """Bring report_facts up to date with runs/usage_streams, inside the caller's transaction.
+    `groups`: the report to answer reads report_groups (aggregate.reads_groups). While the
+    group tables are not built (GROUPS_DEFERRED) and no report needs them, they stay so; once
+    built they are kept up to date like the other tables."""
     import time
 
     t0 = time.perf_counter()
@@ -562,13 +565,20 @@ def sync_facts(conn: Any, *, estimator: Estimator | None = None, price_version: 
         refresh_rollups(conn, None)
     elif touched:
         refresh_rollups(conn, touched)
-    if stats.full or state.get("group_rules") != GROUP_RULES:
+    built = state.get("group_rules") == GROUP_RULES
+    group_state = GROUP_RULES
+    if (stats.full or not built) and (groups or built):
         refresh_groups(conn, None)
         stats.groups = -1
+    elif not built:  # (not needed yet: made by the first report that reads them)
+        group_state = GROUPS_DEFERRED
+        if state.get("group_rules") not in (None, GROUPS_DEFERRED):  # (made by older rules: stale)
+            conn.execute(sa.delete(groups_t))
+            conn.execute(sa.delete(cells_t))
     elif builder.groups:
         refresh_groups(conn, builder.groups, builder.cells, builder.deltas)
         stats.groups = len(builder.groups)
-    new_state = {"price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES, "group_rules": GROUP_RULES}
+    new_state = {"price_version": pv, "fact_runs": fact_runs, "fact_rules": FACT_RULES, "group_rules": group_state}
     if {k: state.get(k) for k in new_state} != new_state:
         _set_state(conn, new_state)
     stats.seconds = time.perf_counter() - t0

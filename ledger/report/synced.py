@@ -16,11 +16,13 @@ from typing import Any
 # SQLAlchemy; the test checks these agree)
 FACT_RULES = "2"
 GROUP_RULES = "1"  # ledger.report.sync.GROUP_RULES
+GROUPS_DEFERRED = "deferred"  # ledger.report.facts.GROUPS_DEFERRED
 CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
 
 
-def facts_current(c: Any) -> bool:
-    """True when sync_facts (not `full`) would change nothing; `c` is a rawread.Conn (SQLite)."""
+def facts_current(c: Any, groups: bool = True) -> bool:
+    """True when sync_facts (not `full`, `groups` as given) would change nothing; `c` is a
+    rawread.Conn (SQLite)."""
     from ledger.pricing import price_data_version
 
     if c.dialect != "sqlite":
@@ -32,7 +34,9 @@ def facts_current(c: Any) -> bool:
     state = dict(c.rows("SELECT key, value FROM report_state"))
     fact_runs = state.get("fact_runs")
     if (state.get("price_version") != price_data_version() or fact_runs is None
-            or state.get("fact_rules") != FACT_RULES or state.get("group_rules") != GROUP_RULES):
+            or state.get("fact_rules") != FACT_RULES
+            or not (state.get("group_rules") == GROUP_RULES or (state.get("group_rules") == GROUPS_DEFERRED
+                                                                  and not groups))):
         return False
     if c.one("SELECT 1 FROM report_changes LIMIT 1") is not None:  # runs written since the last sync
         return False
