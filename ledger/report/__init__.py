@@ -1,6 +1,8 @@
 """Cost and usage reports over the index (`ledger report`).
 
 Modules: `buckets` (time zones, day/week/month buckets), `costs` (cost basis rules),
-`models` + `sync` (report_facts: the estimate cache and aggregation table), `aggregate`
-(queries), `render` (table / JSON / CSV), `service` (index -> sync -> query).
+`models` + `schema` (the report's tables), `facts` (a run's fact rows, the estimate cache),
+`sync` (keeping them in step with the index through Core), `fullsync` / `quicksync` (a full
+rebuild / a few changed runs through the SQLite driver), `synced` (nothing to sync?),
+`aggregate` (queries), `render` (table / JSON / CSV), `service` (index -> sync -> query).
 """
