@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None, env: os._Environ[str] | dict[str, str] | None = None) -> Path:
@@ -69,7 +70,6 @@ def read_home_uid(home: str | os.PathLike[str]) -> str | None:
     """The home's id from `home-id.json`, or None when it has none yet. A file that is not
     ledger's (a symlink, not JSON, no id) raises LedgerError: ledger never replaces it."""
     import json
-    import uuid
 
     from ledger.errors import LedgerError
 
@@ -86,12 +86,27 @@ def read_home_uid(home: str | os.PathLike[str]) -> str | None:
     finally:
         os.close(fd)
     try:
-        uid = str(uuid.UUID(json.loads(data)["home_id"]))
+        uid = canonical_uuid(json.loads(data)["home_id"])
     except (ValueError, KeyError, TypeError):
         raise LedgerError(f"the home's id file {path} is damaged",
                           hint="move it aside and run `ledger index` (the home gets a new id; "
                                "`ledger homes forget` removes the old one from a shared index)") from None
     return uid
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def canonical_uuid(value: str) -> str:
+    """str(uuid.UUID(value)): the id in its canonical form (ValueError, TypeError as UUID
+    raises them). One already canonical (every id ledger writes) is taken as it is, without
+    importing uuid (with platform: ~11 M instructions of every reader of a home with an id)."""
+    if (type(value) is str and len(value) == 36 and value[8] == value[13] == value[18] == value[23] == "-"
+            and _HEX.issuperset(value.replace("-", "")) and value.count("-") == 4):
+        return value
+    import uuid
+
+    return str(uuid.UUID(value))
 
 
 def ensure_home_uid(home: str | os.PathLike[str]) -> str | None:
@@ -136,8 +151,6 @@ def ensure_home_uid(home: str | os.PathLike[str]) -> str | None:
 def machine_id() -> str:
     """This machine, for telling apart homes at the same path on two machines:
     $LEDGER_MACHINE_ID, else a hash of /etc/machine-id and the host name."""
-    import hashlib
-
     env = os.environ.get("LEDGER_MACHINE_ID")
     if env:
         return env
@@ -148,4 +161,17 @@ def machine_id() -> str:
         mid = b""
     # the host name as socket.gethostname() says it (gethostname(2) is uname's nodename on
     # POSIX), without importing socket on every reader's path (~14 M instructions)
-    return hashlib.sha256(mid + b"\0" + os.uname().nodename.encode()).hexdigest()[:16]
+    return _sha256(mid + b"\0" + os.uname().nodename.encode()).hexdigest()[:16]
+
+
+def _sha256(data: bytes) -> Any:
+    """hashlib.sha256(data): CPython's own SHA-256 when it has one (hashlib loads OpenSSL:
+    ~11 M instructions of every reader, for one 60-byte hash), else hashlib's."""
+    try:
+        from _sha256 import sha256  # (CPython 3.11; 3.12 has it in _sha2)
+    except ImportError:
+        try:
+            from _sha2 import sha256  # type: ignore[no-redef]
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data)

@@ -24,9 +24,10 @@ A model genai-prices does not know gives `(None, reason)`, never a cost of 0.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ledger import price_rates
+if TYPE_CHECKING:
+    from ledger import price_rates
 
 PACKAGE = "genai-prices"
 
@@ -122,6 +123,8 @@ def estimate_cost(provider: str | None, model: str | None, counters: Mapping[str
         usage_kwargs = _to_usage(counters)
     except ValueError as exc:
         return None, str(exc)
+    from ledger import price_rates  # (with orjson and decimal: not loaded by a report that prices nothing)
+
     provider_id = _PROVIDERS.get(provider or "")
     table = _rates()
     entry = table.get(provider_id, model)
@@ -138,6 +141,8 @@ def estimate_cost(provider: str | None, model: str | None, counters: Mapping[str
 
 @lru_cache(maxsize=1)
 def _rates() -> price_rates.RateTable:
+    from ledger import price_rates
+
     return price_rates.RateTable(price_rates.data_identity(price_data_version()))
 
 
@@ -181,6 +186,8 @@ def _measure(table: price_rates.RateTable, provider_id: str | None, model: str) 
                 return (calc_price(usage, model, provider_id=pid) if pid else calc_price(usage, model)).total_price
 
             try:
+                from ledger import price_rates
+
                 entry = price_rates.measure(calc, starts)
             except (ArithmeticError, LookupError, ValueError, TypeError):
                 entry = None

@@ -44,16 +44,14 @@ linked into place, and once more at the end (an fsync per file would cost ~5 ms 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat as stat_mod
 import time
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ledger.errors import LedgerError
+from ledger.plainclass import Plain
 
 STORE_FILE = "ledger-store.json"
 STORE_KIND = "ledger-store"
@@ -92,6 +90,8 @@ Progress = Callable[[int, int], None]
 
 def _read_marker(path: str) -> dict[str, Any] | None:
     """The store marker's document, None when it is not ledger's."""
+    import json
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -134,6 +134,8 @@ def store_homes(path: str | os.PathLike[str]) -> list[Path] | None:
 
 
 def _is_uuid(name: str) -> bool:
+    import uuid  # (with platform: ~11 M instructions, paid only when a store is read)
+
     try:
         return str(uuid.UUID(name)) == name
     except ValueError:
@@ -176,21 +178,30 @@ def single_home(path: str | os.PathLike[str], command: str) -> Path:
 
 # ---------------------------------------------------------------- the summary
 
-@dataclass
-class PushSummary:
-    home: str
-    home_id: str
-    dest: str
-    copied: int = 0
-    extended: int = 0
-    replaced: int = 0
-    unchanged: int = 0
-    waiting: int = 0  # files held back until they are complete (see the module doc)
-    bytes: int = 0
-    runs: int = 0
-    conflicts: list[dict[str, str]] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
+class PushSummary(Plain):
+    """What a push did (a dataclass, written out: ledger.plainclass; a reader imports this
+    module for expand_homes / index_base)."""
+
+    __slots__ = ("home", "home_id", "dest", "copied", "extended", "replaced", "unchanged", "waiting", "bytes", "runs",
+                 "conflicts", "skipped", "seconds")
+
+    def __init__(self, home: str, home_id: str, dest: str, copied: int = 0, extended: int = 0, replaced: int = 0,
+                 unchanged: int = 0, waiting: int = 0, bytes: int = 0, runs: int = 0,
+                 conflicts: list[dict[str, str]] | None = None, skipped: list[dict[str, str]] | None = None,
+                 seconds: float = 0.0) -> None:
+        self.home = home
+        self.home_id = home_id
+        self.dest = dest
+        self.copied = copied
+        self.extended = extended
+        self.replaced = replaced
+        self.unchanged = unchanged
+        self.waiting = waiting  # files held back until they are complete (see the module doc)
+        self.bytes = bytes
+        self.runs = runs
+        self.conflicts: list[dict[str, str]] = [] if conflicts is None else conflicts
+        self.skipped: list[dict[str, str]] = [] if skipped is None else skipped
+        self.seconds = seconds
 
     def to_dict(self) -> dict[str, Any]:
         return {"home_id": self.home_id, "home": self.home, "dest": self.dest, "copied": self.copied,
@@ -245,6 +256,8 @@ def _inside(path: str, parent: str) -> bool:
 
 def open_store(dest: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> Path:
     """Check (and, when new or empty, create) the store at `dest`; its absolute path."""
+    import json
+
     from ledger.home import HOME_MARKERS
 
     d = os.path.abspath(os.path.expanduser(os.fspath(dest)))
@@ -282,6 +295,8 @@ def open_store(dest: str | os.PathLike[str], home: str | os.PathLike[str] | None
 
 def _link_new(path: str, data: bytes) -> None:
     """Write a small file once: two pushes creating it at once agree on the first one."""
+    import uuid
+
     tmp = f"{path}.{uuid.uuid4().hex}{TMP_SUFFIX}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
@@ -359,11 +374,13 @@ class _Lock:
 ONCE, LINES, FRAMES, REPLACE = "once", "lines", "frames", "replace"
 
 
-@dataclass
-class _Item:
-    rel: str   # path below the home (and below the store's copy of it)
-    kind: str  # ONCE, LINES (events, plain archives), FRAMES (zstd archives), REPLACE
-    ready: bool = True  # False: a blob of an unsettled run (waits for its receipt)
+class _Item(Plain):
+    __slots__ = ("rel", "kind", "ready")
+
+    def __init__(self, rel: str, kind: str, ready: bool = True) -> None:
+        self.rel = rel  # path below the home (and below the store's copy of it)
+        self.kind = kind  # ONCE, LINES (events, plain archives), FRAMES (zstd archives), REPLACE
+        self.ready = ready  # False: a blob of an unsettled run (waits for its receipt)
 
 
 def _entries(path: str) -> list[os.DirEntry[str]]:
@@ -591,6 +608,8 @@ class _Pusher:
 
     # -- what the last push verified
     def load_state(self) -> None:
+        import json
+
         try:
             fd = _open_regular(os.path.join(self.dest, STATE_FILE))
             try:
@@ -603,6 +622,9 @@ class _Pusher:
             self.old = {"runs": doc.get("runs") or {}, "files": doc.get("files") or {}}
 
     def save_state(self) -> None:
+        import json
+        import uuid
+
         path = os.path.join(self.dest, STATE_FILE)
         tmp = os.path.join(self.dest, f".{STATE_FILE}.{uuid.uuid4().hex[:12]}{TMP_SUFFIX}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
@@ -780,6 +802,8 @@ class _Pusher:
             self.dirs.add(path)
 
     def _copy_new(self, src: int, end: int, target: str, replace: bool = False) -> None:
+        import uuid
+
         self._dir(os.path.dirname(target))
         tmp = f"{os.path.dirname(target)}/.{os.path.basename(target)}.{uuid.uuid4().hex[:12]}{TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
@@ -851,6 +875,8 @@ class _Pusher:
     def mark_changed(self, client: str) -> None:
         """The store home's own change marker for a client's archive (ledger.index.logsource
         walks an archive only when its marker moved)."""
+        import uuid
+
         d = os.path.join(self.dest, SOURCES, client, STATE_DIR)
         self._dir(d)
         tmp = os.path.join(d, f".changed.{uuid.uuid4().hex[:12]}{TMP_SUFFIX}")
@@ -870,6 +896,8 @@ def _sha(data: bytes) -> str:
 
 def _whole_json(fd: int, size: int) -> bool:
     """A JSON file is whole (a receipt is written in place: a push may meet it half written)."""
+    import json
+
     if size > 16 << 20:
         return True  # (not a receipt; copied as it is)
     try:

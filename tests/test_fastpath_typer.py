@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,41 @@ def test_a_warm_fast_path_command_imports_no_typer_nor_orm(warm, argv):
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     assert p.stdout.strip()
     assert not [m for m in mods if m in HEAVY or m.split(".")[0] in HEAVY], argv
+
+
+# what a warm `report --tz UTC --json` does without (issue 15), M instructions at import: hashlib
+# (OpenSSL) 11, zoneinfo 12, orjson 2 and the uuid (with platform) 10 it loads, decimal 5
+# (ledger.price_rates), csv 2. (dataclasses, with inspect 28, still comes with ledger.index.db.)
+LEAN = ("hashlib", "_hashlib", "zoneinfo", "orjson", "uuid", "platform", "decimal", "csv", "ledger.price_rates")
+
+
+@pytest.fixture(scope="module")
+def settled(tmp_path_factory, warm):
+    """The warm home with a history whose directories are older than the archive's racy window
+    (Tree.RACY_NS): its refresh reads the quick file, as on a real history."""
+    env, _run, _cfg = warm
+    base = tmp_path_factory.mktemp("lean")
+    cfg = base / "claude"
+    claudehistory.generate(cfg, sessions=6, seed=8)
+    past = time.time() - 3600
+    for root, dirs, files in os.walk(cfg, topdown=False):
+        for name in files + dirs:
+            os.utime(os.path.join(root, name), (past, past))
+    os.utime(cfg, (past, past))
+    env = {**env, "LEDGER_HOME": str(base / "home")}
+    make_run(base / "home", subjects=("task:2",))
+    for argv in (["import", "claude", "--from", str(cfg)], ["report", "daily", "--json"], ["index"]):
+        subprocess.run([sys.executable, "-m", "ledger", *argv], env=env, check=True, capture_output=True)
+    assert (base / "home" / "sources" / "claude" / ".state" / "quick.bin").exists()
+    return env
+
+
+def test_a_warm_report_imports_only_what_it_uses(settled):
+    mods, p = _modules(settled, "report", "daily", "--tz", "UTC", "--json")
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert json.loads(p.stdout)["rows"]
+    assert not [m for m in LEAN if m in mods]
+    assert (Path(settled["LEDGER_HOME"]) / "home-id.json").exists()  # (its id is read without uuid)
 
 
 def test_a_usage_mistake_still_imports_typer_to_say_it(warm):

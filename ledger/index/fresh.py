@@ -25,10 +25,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ledger.index import db as dbmod
+from ledger.plainclass import Plain
 from ledger.index.sealing import (
     DAMAGED, EVENTS, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, seals, shard_skipped, subdirs,
     watched_unchanged,
@@ -51,29 +51,37 @@ SYMLINK_REASON = "a symlink, not a directory: not followed"
 LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's order
 # logsource._state_v of each client's spec: an index holding an older reducer state is re-read
 LOG_STATE_V = {"claude": 1, "codex": 3, "gemini": 1}
+LOG_STATE_FORMAT = 1  # logsource.STATE_V: the log_state document's own layout ("v")
 CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
 ARCHIVE_SKIP = (".state",)
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
 
 
-@dataclass
-class IndexSummary:
+class IndexSummary(Plain):
     """ledger.index.indexer.IndexSummary, importable without SQLAlchemy (same fields, same
-    to_dict() and line(); the test compares them field by field)."""
+    to_dict() and line(); the test compares them field by field). A dataclass, written out
+    (ledger.plainclass)."""
 
-    db: str = ""
-    homes: list[str] = field(default_factory=list)
-    new: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    rewritten: int = 0
-    records_read: int = 0
-    skipped: list[ScanProblem] = field(default_factory=list)
-    rebuilt: bool = False
-    seconds: float = 0.0
-    absent: list[str] = field(default_factory=list)
-    copies: int = 0
+    __slots__ = ("db", "homes", "new", "updated", "unchanged", "removed", "rewritten", "records_read", "skipped",
+                 "rebuilt", "seconds", "absent", "copies")
+
+    def __init__(self, db: str = "", homes: list[str] | None = None, new: int = 0, updated: int = 0,
+                 unchanged: int = 0, removed: int = 0, rewritten: int = 0, records_read: int = 0,
+                 skipped: list[ScanProblem] | None = None, rebuilt: bool = False, seconds: float = 0.0,
+                 absent: list[str] | None = None, copies: int = 0) -> None:
+        self.db = db
+        self.homes: list[str] = [] if homes is None else homes
+        self.new = new
+        self.updated = updated
+        self.unchanged = unchanged
+        self.removed = removed
+        self.rewritten = rewritten
+        self.records_read = records_read
+        self.skipped: list[ScanProblem] = [] if skipped is None else skipped
+        self.rebuilt = rebuilt
+        self.seconds = seconds
+        self.absent: list[str] = [] if absent is None else absent
+        self.copies = copies
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,12 +141,12 @@ def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
             return None
         # (the shared file lock: the index is never swapped underneath this read)
         with dbmod.flock(dbmod.file_lock(path), exclusive=False):
-            if dbmod.inspect_sqlite(path).kind != "ok":  # (swapped meanwhile)
-                return None
             con = sqlite3.connect(dbmod._ro_uri(path), uri=True, timeout=dbmod.BUSY_TIMEOUT_MS / 1000,
                                   isolation_level=None)
             try:
                 con.execute("BEGIN")  # one snapshot for every query
+                if not _at_head(con):  # (swapped meanwhile)
+                    return None
                 start_ns = time.time_ns()
                 summary = IndexSummary(db=dbmod.redact_url(url))
                 for home in homes:
@@ -156,6 +164,16 @@ def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
         if isinstance(exc, LedgerError):
             return None
         raise
+
+
+def _at_head(con: sqlite3.Connection) -> bool:
+    """What inspect_sqlite() found before the lock, asked again of the snapshot read: the
+    file is still a ledger index at head (the queries of its second connection, without
+    opening one: each connection parses the whole schema, ~3 M instructions)."""
+    (app_id,) = con.execute("PRAGMA application_id").fetchone()
+    app = con.execute("SELECT value FROM ledger_meta WHERE key = 'application'").fetchone()
+    revs = con.execute("SELECT version_num FROM alembic_version").fetchall()
+    return app_id == dbmod.APPLICATION_ID and app == (dbmod.APPLICATION,) and revs == [(dbmod.HEAD,)]
 
 
 def _home_id(con: sqlite3.Connection, home: str) -> int:
@@ -356,12 +374,14 @@ def _archive_files(root: str) -> dict[str, list[int]]:
 def _log_source(con: sqlite3.Connection, h: int, home: str, client: str) -> None:
     """ledger.index.logsource.LogPass.settle when no run record changed: unchanged while the
     archive's change marker is the one the last pass stored (else its files are compared)."""
-    import json
-
     root = os.path.join(home, "sources", client)
     marker = _marker(root)
     row = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
                       (h, f"{client}-log")).fetchone()
+    if row is not None and marker is not None and _state_says(row[0], LOG_STATE_V[client], marker):
+        return  # (the usual case, read from the document's two ends)
+    import json
+
     cur = json.loads(row[0]) if row is not None else {"files": {}}
     if row is not None and cur.get("rv", 1) != LOG_STATE_V[client]:
         raise _Changed  # (folded by an older reducer: the pass reads the archive again)

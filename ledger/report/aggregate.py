@@ -16,11 +16,11 @@ date loads no SQLAlchemy (issue 10).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import date, datetime, timezone, tzinfo
 from typing import Any, Iterable, Sequence
 
 from ledger.index.rawread import Conn, wrap
+from ledger.plainclass import FrozenPlain, Plain
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
 from ledger.report.kinds import (
@@ -43,20 +43,32 @@ _KEY_COLUMNS = {"run": "run_id", "session": "session", "subject": "subject", "mo
                 "repo": "repo", "host": "host", "home": "home_id"}
 
 
-@dataclass
-class ReportQuery:
-    kind: str = "daily"
-    zone: tzinfo = timezone.utc
-    zone_name: str = "UTC"
-    since: date | None = None
-    until: date | None = None
-    week_start: str = "monday"
-    filters: dict[str, list[str]] = field(default_factory=dict)
-    breakdown: bool = False
-    order: str | None = None  # asc | desc | None (the kind's default)
-    limit: int | None = None
-    cost: str = "auto"
-    evaluation: bool | None = None  # None: on for subject / skill
+class ReportQuery(Plain):
+    """What to report (a dataclass, written out: ledger.plainclass)."""
+
+    __slots__ = ("kind", "zone", "zone_name", "since", "until", "week_start", "filters", "breakdown", "order",
+                 "limit", "cost", "evaluation")
+
+    def __init__(self, kind: str = "daily", zone: tzinfo = timezone.utc, zone_name: str = "UTC",
+                 since: date | None = None, until: date | None = None, week_start: str = "monday",
+                 filters: dict[str, list[str]] | None = None, breakdown: bool = False,
+                 order: str | None = None,  # asc | desc | None (the kind's default)
+                 limit: int | None = None, cost: str = "auto",
+                 evaluation: bool | None = None,  # None: on for subject / skill
+                 ) -> None:
+        self.kind = kind
+        self.zone = zone
+        self.zone_name = zone_name
+        self.since = since
+        self.until = until
+        self.week_start = week_start
+        self.filters = {} if filters is None else filters
+        self.breakdown = breakdown
+        self.order = order
+        self.limit = limit
+        self.cost = cost
+        self.evaluation = evaluation
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -234,12 +246,15 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
 # SQL: the same two aggregate vectors (run-level, per-model) over report_facts or a rollup
 
 
-@dataclass(frozen=True)
-class Sql:
-    """An SQL condition or expression: text with `?` placeholders, and their values in order."""
+class Sql(FrozenPlain):
+    """An SQL condition or expression: text with `?` placeholders, and their values in order
+    (a frozen dataclass, written out: ledger.plainclass)."""
 
-    text: str
-    params: tuple = ()
+    __slots__ = ("text", "params")
+
+    def __init__(self, text: str, params: tuple = ()) -> None:
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "params", params)
 
 
 def _and(conds: Sequence[Sql]) -> Sql:
@@ -378,15 +393,21 @@ def keys_in(keys: Iterable[tuple[int, str]], table: str = FACTS) -> Sql:
                 for h, rids in sorted(by_home.items())])
 
 
-@dataclass
-class Report:
-    query: ReportQuery
-    rows: list[dict[str, Any]]
-    totals: dict[str, Any]
-    pricing: dict[str, Any]
-    seconds: float = 0.0
-    # records the index pass could not read ({path, reason}): in no row, but never silently gone
-    unreadable: list[dict[str, str]] = field(default_factory=list)
+class Report(Plain):
+    """A report's rows and totals (a dataclass, written out: ledger.plainclass)."""
+
+    __slots__ = ("query", "rows", "totals", "pricing", "seconds", "unreadable")
+
+    def __init__(self, query: ReportQuery, rows: list[dict[str, Any]], totals: dict[str, Any],
+                 pricing: dict[str, Any], seconds: float = 0.0,
+                 unreadable: list[dict[str, str]] | None = None) -> None:
+        self.query = query
+        self.rows = rows
+        self.totals = totals
+        self.pricing = pricing
+        self.seconds = seconds
+        # records the index pass could not read ({path, reason}): in no row, but never silently gone
+        self.unreadable: list[dict[str, str]] = [] if unreadable is None else unreadable
 
     def to_dict(self) -> dict[str, Any]:
         q = self.query

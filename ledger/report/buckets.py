@@ -19,12 +19,14 @@ from __future__ import annotations
 import os
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone, tzinfo
-from typing import Callable, Iterable, Mapping
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from ledger.errors import LedgerError
+from ledger.plainclass import Plain
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 PERIODS = ("daily", "weekly", "monthly")
 WEEK_STARTS = ("monday", "sunday")
@@ -49,8 +51,11 @@ def parse_day(text: str, option: str = "--since") -> date:
                       hint=f"for example `ledger report {option} 2026-03-01`")
 
 
+UTC_NAMES = ("UTC", "Z")
+
+
 def resolve_zone(name: str | None, env: Mapping[str, str] | None = None,
-                 warn: Callable[[str], None] | None = None) -> tuple[tzinfo, str]:
+                 warn: Callable[[str], None] | None = None, fixed_utc: bool = False) -> tuple[tzinfo, str]:
     """The report's zone and its display name. None means the local zone.
 
     Local zone: $TZ when it names an IANA zone (`:Europe/Paris` and a path into a zoneinfo
@@ -58,10 +63,22 @@ def resolve_zone(name: str | None, env: Mapping[str, str] | None = None,
     A $TZ that is set but names nothing we can use (`Nowhere/Bogus`, `:/etc/passwd`, a
     POSIX rule string) means UTC, as the C library takes it, and `warn` is told so: the
     report's days must not silently move.
+
+    `fixed_utc` (`ledger report`): UTC is datetime's own `timezone.utc`, the same instants as
+    ZoneInfo("UTC") without loading the zone database (zoneinfo: ~12 M instructions of a warm
+    report); other zones are ZoneInfo's either way.
     """
+
+    def utc() -> tzinfo:
+        if fixed_utc:
+            return timezone.utc
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo("UTC")
+
     if name:
-        if name.upper() in ("UTC", "Z"):
-            return ZoneInfo("UTC"), "UTC"
+        if name.upper() in UTC_NAMES:
+            return utc(), "UTC"
         zone = _zone(name)
         if zone is None:
             raise ReportError(f"unknown time zone {name!r}; expected an IANA name such as Europe/Paris",
@@ -71,8 +88,8 @@ def resolve_zone(name: str | None, env: Mapping[str, str] | None = None,
     raw = env.get("TZ") or ""
     tz = raw[1:] if raw.startswith(":") else raw
     if tz:
-        if tz.upper() in ("UTC", "Z"):
-            return ZoneInfo("UTC"), "UTC"
+        if tz.upper() in UTC_NAMES:
+            return utc(), "UTC"
         key = tz
         if os.path.isabs(tz) and "/zoneinfo/" in tz:  # glibc accepts a path to a zone file
             key = tz[tz.index("/zoneinfo/") + len("/zoneinfo/"):]
@@ -82,7 +99,9 @@ def resolve_zone(name: str | None, env: Mapping[str, str] | None = None,
         if warn is not None:
             warn(f"warning: $TZ={raw!r} is not a usable time zone; using UTC "
                  "(set TZ to an IANA name such as Europe/Paris, or pass --tz)")
-        return ZoneInfo("UTC"), "UTC"
+        return utc(), "UTC"
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         target = os.readlink("/etc/localtime")
         idx = target.find("zoneinfo/")
@@ -95,11 +114,13 @@ def resolve_zone(name: str | None, env: Mapping[str, str] | None = None,
         with open("/etc/localtime", "rb") as f:
             return ZoneInfo.from_file(f, key="localtime"), "localtime"
     except (OSError, ValueError):
-        return ZoneInfo("UTC"), "UTC"
+        return utc(), "UTC"
 
 
-def _zone(key: str) -> ZoneInfo | None:
+def _zone(key: str) -> "ZoneInfo | None":
     """The IANA zone `key`, or None (unknown, a path, not a zone file, unreadable)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         return ZoneInfo(key)
     except (ZoneInfoNotFoundError, ValueError, IsADirectoryError, OSError):
@@ -172,13 +193,16 @@ def bucket_label(start: date, period: str) -> str:
     return start.isoformat()
 
 
-@dataclass
-class Buckets:
-    """The local buckets covering a UTC span, as sorted UTC epoch starts and their labels."""
+class Buckets(Plain):
+    """The local buckets covering a UTC span, as sorted UTC epoch starts and their labels (a
+    dataclass, written out: ledger.plainclass)."""
 
-    starts: list[int]
-    labels: list[str]
-    slot: int
+    __slots__ = ("starts", "labels", "slot")
+
+    def __init__(self, starts: list[int], labels: list[str], slot: int) -> None:
+        self.starts = starts
+        self.labels = labels
+        self.slot = slot
 
     def label_of_slot(self, slot_index: int) -> str | None:
         """The bucket label of the UTC slot `slot_index` (slot_index * slot = slot start)."""

@@ -32,7 +32,6 @@ an interrupted import's).
 from __future__ import annotations
 
 import errno
-import hashlib
 import itertools
 import json
 import operator
@@ -437,16 +436,16 @@ class Quick:
         try:
             with open(path, "rb") as f:
                 data = f.read()
-            head, _, rest = data.partition(b"\n")
-            meta = _loads(head)
+            start = data.index(b"\n") + 1
+            meta = json.loads(data[:start])
             n = meta["n"]
             if meta.get("v") != cls.VERSION or meta.get("roots") != roots or not isinstance(n, int) or n <= 0:
                 return None
             ints = array("q")
-            ints.frombytes(rest[:32 * n])
+            ints.frombytes(memoryview(data)[start:start + 32 * n])
             if len(ints) != 4 * n or sys.byteorder != "little":
                 return None
-            paths = rest[32 * n:].split(b"\0")  # (bytes: os.lstat takes them as they are)
+            paths = data[start + 32 * n:].split(b"\0")  # (bytes: os.lstat takes them as they are)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
         return cls(roots, ints, paths) if len(paths) == n else None
@@ -636,10 +635,12 @@ def _write_atomic(path: str | Path, data: bytes, durable: bool = True) -> None:
 
 
 def _sha(data: bytes) -> str:
+    import hashlib  # (OpenSSL: ~11 M instructions that a reader's refresh, which hashes nothing, does without)
+
     return hashlib.sha256(data).hexdigest()
 
 
-_EMPTY_SHA = _sha(b"")
+_EMPTY_SHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256 of no bytes
 
 
 def _loads(data: bytes) -> Any:
@@ -679,6 +680,8 @@ def _pread_all(fd: int, n: int, offset: int) -> bytes:
 # ---------------------------------------------------------------- state
 
 def _state_path(client_dir: Path, key: str) -> str:
+    import hashlib
+
     digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return f"{client_dir}/{STATE_DIR}/{digest}.json"
 
