@@ -46,12 +46,16 @@ class Plain:
 
 
 class FrozenPlain(Plain):
-    """A frozen record: its __init__ sets the fields with object.__setattr__."""
+    """A frozen record: its __init__ takes the fields in order and sets them with
+    object.__setattr__."""
 
     __slots__ = ()
 
     def __hash__(self) -> int:
         return hash(self._values())
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (copy and pickle: made again by __init__, fields in order)
+        return type(self), self._values()
 
     def __setattr__(self, name: str, value: Any) -> None:
         from dataclasses import FrozenInstanceError

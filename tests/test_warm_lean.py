@@ -5,8 +5,10 @@ its two ends."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
+import pickle
 import random
 import uuid
 from datetime import date, datetime, timedelta, timezone
@@ -43,6 +45,7 @@ def test_a_written_out_record_behaves_as_its_dataclass(cls, values, k):
     assert dataclasses.asdict(a) == dataclasses.asdict(t)
     changed = dataclasses.replace(a, **{k: getattr(a, k) * 2})
     assert type(changed) is cls and getattr(changed, k) == getattr(a, k) * 2 and changed != a
+    assert copy.deepcopy(a) == a and pickle.loads(pickle.dumps(a)) == a
     if cls is Sql:  # frozen: hashable, not assignable
         assert hash(a) == hash(t)
         with pytest.raises(dataclasses.FrozenInstanceError):
