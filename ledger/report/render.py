@@ -281,20 +281,23 @@ def _count(d: dict[str, Any], name: str) -> str:
 def print_table(report: Report, console: Any = None) -> None:
     """Group labels and model names are data (a subject, a host, a model an agent named):
     every cell is printed as stored (ledger.text.shown: no markup or emoji, control
-    characters escaped)."""
-    from rich.console import Console
-
-    from ledger.tables import draw
+    characters escaped). To a pipe or a file (no styles: ledger.tables.plain_stdout) a table
+    that fits is written without importing Rich's console; else Rich prints it."""
+    from ledger.tables import layout, plain_stdout
     from ledger.text import plain, shown
 
-    console = console or Console(emoji=False, highlight=False)
+    width = plain_stdout() if console is None else None
+    if width is None:
+        from rich.console import Console
+
+        console = console or Console(emoji=False, highlight=False)
+        width = console.width
     q = report.query
-    cols = table_columns(report, console.width)
+    cols = table_columns(report, width)
     title = f"ledger report {q.kind} · {q.zone_name}"
     if q.since or q.until:
         title += f" · {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
     title += f" · cost {q.cost}"
-    console.print(shown(title, style="bold"), overflow="fold")
     body: list[tuple[list[str], str | None]] = []
     for row in report.rows:
         body.append(([_key_text(report, row["key"])] + [fn(row) for _, fn in cols[1:]], None))
@@ -302,11 +305,29 @@ def print_table(report: Report, console: Any = None) -> None:
             body.append(([f"  └ {m['model'] or '(unknown model)'}"] + [
                 fn(m) if name not in GROUP_ONLY else "" for name, fn in cols[1:]], "dim"))
     body.append((["Total"] + [fn(report.totals) for _, fn in cols[1:]], "bold"))
-    keep = _fit(cols, body, console.width)
+    keep = _fit(cols, body, width)
     justify = ["left" if i == 0 or cols[i][0] in ("basis", "started", "model") else "right" for i in keep]
+    headers = [cols[i][0] for i in keep]
+    rows = [([plain(cells[i]) for i in keep], style, style == "bold") for cells, style in body]
+    if console is None:
+        import sys
+
+        from rich.cells import cell_len
+
+        pieces = layout(width, headers, justify, rows)
+        head = plain(title)
+        if pieces is not None and cell_len(head) <= width:  # (what Rich writes without styles)
+            sys.stdout.write(head + "\n" + "".join(p for p, _ in pieces) + "\n")
+            sys.stdout.flush()
+            return
+        from rich.console import Console
+
+        console = Console(emoji=False, highlight=False)
+    console.print(shown(title, style="bold"), overflow="fold")
     # a table that fits is written as Rich would draw it, without measuring every cell (issue 10)
-    if draw(console, [cols[i][0] for i in keep], justify,
-            [([plain(cells[i]) for i in keep], style, style == "bold") for cells, style in body]):
+    from ledger.tables import draw
+
+    if draw(console, headers, justify, rows):
         return
     from rich import box
     from rich.table import Table
