@@ -137,8 +137,10 @@ def test_a_warm_fast_path_command_imports_no_typer_nor_orm(warm, argv):
 
 # what a warm `report --tz UTC --json` does without (issue 15), M instructions at import: hashlib
 # (OpenSSL) 11, zoneinfo 12, orjson 2 and the uuid (with platform) 10 it loads, decimal 5
-# (ledger.price_rates), csv 2. (dataclasses, with inspect 28, still comes with ledger.index.db.)
-LEAN = ("hashlib", "_hashlib", "zoneinfo", "orjson", "uuid", "platform", "decimal", "csv", "ledger.price_rates")
+# (ledger.price_rates), csv 2, dataclasses with inspect 28 (ledger.index.db's statuses, the fast
+# parser's default check).
+LEAN = ("hashlib", "_hashlib", "zoneinfo", "orjson", "uuid", "platform", "decimal", "csv", "ledger.price_rates",
+        "dataclasses", "inspect")
 
 
 @pytest.fixture(scope="module")

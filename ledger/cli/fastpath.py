@@ -107,12 +107,20 @@ def parse(argv: list[str], fn: Any) -> dict[str, Any] | None:
             out[param] = n
         else:
             return None
-    if positional is not None and positional not in out:
-        import inspect
-
-        if inspect.signature(fn).parameters[positional].default is inspect.Parameter.empty:
-            return None  # (a required argument missing: Typer says so)
+    if positional is not None and positional not in out and not _has_default(fn, positional):
+        return None  # (a required argument missing: Typer says so)
     return out
+
+
+def _has_default(fn: Any, name: str) -> bool:
+    """Whether parameter `name` of the plain function `fn` has a default (what
+    inspect.signature says, without importing inspect: ~5 ms of a warm report)."""
+    code = fn.__code__
+    if name in (fn.__kwdefaults__ or {}):
+        return True
+    positional = code.co_varnames[:code.co_argcount]
+    defaults = fn.__defaults__ or ()
+    return name in positional[len(positional) - len(defaults):]
 
 
 def typing_list(kind: Any) -> bool:

@@ -33,13 +33,13 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
 from ledger.errors import LedgerError
+from ledger.plainclass import Plain
 
 APPLICATION = "ledger-index"
 PAGE_SIZE = 16384  # of an index built by ledger (SQLite's default is 4096)
@@ -207,15 +207,21 @@ def writer_lock(db: Path) -> Path:
 # cheap checks of an SQLite file
 
 
-@dataclass
-class FileStatus:
-    kind: str  # ok | missing | upgrade | corrupt
-    detail: str = ""
-    revision: str | None = None
-    # provably ledger's: missing, empty, or carrying ledger's application_id. Only such a file
-    # may be set aside when the user named it; a directory or device never is.
-    ours: bool = True
-    regular: bool = True
+class FileStatus(Plain):
+    """What the cheap open-check found (a dataclass written out: ledger.plainclass, no
+    `dataclasses` import on a warm read). `kind`: ok | missing | upgrade | corrupt. `ours`:
+    provably ledger's: missing, empty, or carrying ledger's application_id; only such a file
+    may be set aside when the user named it; a directory or device never is."""
+
+    __slots__ = ("kind", "detail", "revision", "ours", "regular")
+
+    def __init__(self, kind: str, detail: str = "", revision: str | None = None, ours: bool = True,
+                 regular: bool = True) -> None:
+        self.kind = kind
+        self.detail = detail
+        self.revision = revision
+        self.ours = ours
+        self.regular = regular
 
 
 def _ro_uri(path: Path) -> str:
@@ -505,11 +511,15 @@ def current_revision(conn: Any) -> str | None:
 PG_LOCK_KEY = 0x4C444752  # advisory lock key serialising index passes on one database
 
 
-@dataclass
-class ServerStatus:
-    kind: str  # ok | fresh | upgrade | foreign | newer
-    detail: str = ""
-    revision: str | None = None
+class ServerStatus(Plain):
+    """`kind`: ok | fresh | upgrade | foreign | newer."""
+
+    __slots__ = ("kind", "detail", "revision")
+
+    def __init__(self, kind: str, detail: str = "", revision: str | None = None) -> None:
+        self.kind = kind
+        self.detail = detail
+        self.revision = revision
 
 
 def inspect_server(conn: Any) -> ServerStatus:
