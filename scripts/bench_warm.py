@@ -118,7 +118,22 @@ def mix(home: Path, n: int, unsettled: float, damaged: float, seed: int = 11) ->
         (p / "manifest.json").write_bytes(b"{not json")
 
 
-def prepare(home: Path, n: int, unsettled: float, damaged: float) -> None:
+def import_sessions(home: Path, sessions: int) -> None:
+    """`--sessions N`: a generated Claude Code history of N sessions (tests/claudehistory.py,
+    every duplication hazard), imported into the home with `ledger import claude`, its files
+    aged past the archive's racy window: every measured command then also brings the imported
+    sessions up to date (issue 10, with issue 15's sessions)."""
+    src = home.parent / f"claude-{sessions}"
+    if not src.exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_claude_history.py"), "--sessions", str(sessions),
+                        "--out", str(src)], check=True, capture_output=True)
+        age(src, 3600)
+    if not (home / "sources" / "claude").exists():
+        subprocess.run(_ledger() + ["import", "claude", "--from", str(src)], env=_env(home), check=True,
+                       capture_output=True)
+
+
+def prepare(home: Path, n: int, unsettled: float, damaged: float, sessions: int = 0) -> None:
     from bench_index import generate
 
     if not (home / "runs").exists():
@@ -130,6 +145,8 @@ def prepare(home: Path, n: int, unsettled: float, damaged: float) -> None:
                             f"from bench_warm import mix; from pathlib import Path; "
                             f"mix(Path({str(home)!r}), {n}, {unsettled}, {damaged})"], check=True)
         print(f"generated {n} runs in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    if sessions:
+        import_sessions(home, sessions)
     for p in home.glob("index.sqlite*"):
         p.unlink()
     age(home / "runs")
@@ -382,6 +399,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="rounds per measure")
     ap.add_argument("--unsettled", type=float, default=0.0, help="percent of runs never settled")
     ap.add_argument("--damaged", type=float, default=0.0, help="percent of records unreadable")
+    ap.add_argument("--sessions", type=int, default=0, help="also import a generated Claude history of this many sessions")
     ap.add_argument("--instructions", action="store_true", help="also count each command's instructions (valgrind)")
     ap.add_argument("--checkout", type=Path, help="run this tree's code (python -m ledger), e.g. the code before a change")
     ap.add_argument("--first-report", action="store_true",
@@ -402,11 +420,12 @@ def main(argv: list[str]) -> int:
         if args.write_docs:
             write_docs(section, sub=True)
         return 0
-    prepare(home, args.runs, args.unsettled, args.damaged)
+    prepare(home, args.runs, args.unsettled, args.damaged, args.sessions)
     ir = measure_instructions(home) if args.instructions else None  # (first: while every shard is sealed)
     res = measure(home, args.repeat)
     note = (f" --unsettled {args.unsettled:g} --damaged {args.damaged:g}" if args.unsettled or args.damaged else "")
     note += f" --checkout {CHECKOUT}" if CHECKOUT else ""
+    note += f" --sessions {args.sessions}" if args.sessions else ""
     load = os.getloadavg()[0]
     section = render(res, args.runs, f"{note} (load average {load:.1f} at the end)")
     if ir is not None:
