@@ -267,3 +267,121 @@ def test_a_new_run_is_indexed_without_sqlalchemy(home, varied):
     assert p.returncode == 0, p.stderr[-2000:]
     assert " sqlalchemy\n" not in p.stderr
     assert p.stdout == records_runs_json(home)
+
+
+# -- what the mutation run of quickpass.py (mutmut) found no test for -----------------------------
+
+def test_the_home_is_stamped_when_records_are_written(home, varied, monkeypatch):
+    def stamp() -> str | None:
+        con = sqlite3.connect(home / "index.sqlite")
+        try:
+            return con.execute("SELECT last_indexed_at FROM homes").fetchone()[0]
+        finally:
+            con.close()
+
+    before = stamp()
+    time.sleep(0.01)
+    append_usage(varied["running"], 5, 5)  # (a record read, its shard's state unchanged)
+    assert quickpass.index_small([str(home)], dbmod.default_url(home), racy_ns=0) is not None
+    after = stamp()
+    assert after is not None and before is not None and after > before
+
+
+def test_a_record_within_the_racy_window_is_marked_racy(home, varied, monkeypatch, tmp_path):
+    run = in_old_shard(home)
+    t = time.time() - 1  # (written a second ago: inside a 10 s window, whenever the passes run)
+    os.utime(run, (t, t))
+    small(home, monkeypatch, tmp_path, racy_ns=10_000_000_000)
+    con = sqlite3.connect(home / "index.sqlite")
+    assert con.execute("SELECT racy FROM index_cursors WHERE run_id = ?", (run.name,)).fetchone() == (1,)
+    con.close()
+
+
+def test_quiet_records_are_not_racy_in_the_default_window(home, varied, monkeypatch, tmp_path):
+    append_usage(varied["running"], 7, 7)
+    in_old_shard(home)
+    age(home / "runs")  # (changed a minute ago: past the 100 ms window)
+    got = small(home, monkeypatch, tmp_path, racy_ns=None)
+    assert got.records_read >= 2  # (aging moved every record's signature: all re-read)
+    con = sqlite3.connect(home / "index.sqlite")
+    assert con.execute("SELECT count(*) FROM index_cursors WHERE racy = 1").fetchone() == (0,)
+    con.close()
+
+
+def test_an_abandoned_run_read_again_lets_its_shard_seal(home, monkeypatch, tmp_path):
+    from reporthelpers import make_abandoned
+
+    gone = make_abandoned(home, "2026-03-08T10:00:00Z")  # (its launcher's boot is over)
+    for _ in range(3):
+        make_run(home)
+    monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 10**15)  # (nothing sealed yet: every shard stays open)
+    monkeypatch.setattr(fresh, "SEAL_GRACE_NS", 10**15)
+    settled_index(home, monkeypatch)
+    with (gone / "events.jsonl").open("ab") as f:  # (a line the launcher wrote before it went)
+        f.write(b'{"v":1,"type":"tool_use","name":"Bash","summary":"x"}\n')
+    age(home / "runs")
+    monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 1_000_000_000)
+    monkeypatch.setattr(fresh, "SEAL_GRACE_NS", 1_000_000_000)
+    small(home, monkeypatch, tmp_path)
+    con = sqlite3.connect(home / "index.sqlite")
+    assert con.execute("SELECT sealed FROM index_shards WHERE shard = ?", (gone.parent.name,)).fetchone() == (1,)
+    con.close()
+
+
+def test_a_run_of_an_imported_codex_session_is_left_to_the_full_pass(home, monkeypatch, tmp_path):
+    import codexhistory
+
+    for _ in range(3):
+        make_run(home)
+    codexhistory.generate(tmp_path / "codex", threads=3, seed=2)
+    assert cli("import", "codex", "--from", str(tmp_path / "codex")).exit_code == 0
+    settled_index(home, monkeypatch)
+    con = sqlite3.connect(home / "index.sqlite")
+    (sid,) = con.execute("SELECT provider_session_id FROM log_sessions WHERE source = 'codex-log' "
+                         "AND provider_session_id IS NOT NULL LIMIT 1").fetchone()
+    con.close()
+
+    def codex_run(home: Path) -> Path:
+        from ledger.records import RunCapture
+
+        cap = RunCapture(home, harness="codex", model="gpt-5", subjects=["task:A"])
+        attempt = cap.start_attempt("openai", "gpt-5")
+        cap.provider_session(attempt, sid)
+        cap.usage_stream(provider="openai", model="gpt-5", attempt_key=attempt,
+                         turn_key="t1").observe({"input_tokens": 10, "output_tokens": 2}, final_receipt=True)
+        cap.settle("completed")
+        return Path(cap.path)
+
+    in_old_shard(home, codex_run)  # (no Claude archive here: the Codex one is still looked at)
+    declines(home, monkeypatch)
+
+
+def test_a_record_damaged_after_a_rewrite_keeps_its_count(home, varied, monkeypatch, tmp_path):
+    m = varied["running"] / "manifest.json"
+    m.write_bytes(m.read_bytes().replace(b'"task:A"', b'"task:Z"'))  # (a rewrite: one more gap)
+    small(home, monkeypatch, tmp_path)
+    m.write_bytes(b"{garbage")  # then unreadable: its cursor keeps the rewrite it counted
+    got = small(home, monkeypatch, tmp_path)
+    assert any(p.path == str(m) for p in got.skipped)
+    con = sqlite3.connect(home / "index.sqlite")
+    assert con.execute("SELECT status, record_rewrites FROM index_cursors WHERE run_id = ?",
+                       (varied["running"].name,)).fetchone() == ("damaged", 1)
+    con.close()
+
+
+def test_a_record_with_a_context_keeps_its_verdict_when_read_again(home, varied, monkeypatch, tmp_path):
+    import recordkit as rk
+
+    shards = {p.name for p in (home / "runs").iterdir()}
+    for _ in range(200):  # (an unsettled record with a bound context.json, in an existing shard)
+        run = rk.write_record(home, events=rk.golden_events()[:3], term=None, context={"task": "x"})
+        if run.parent.name in shards:
+            break
+        shutil.rmtree(run)
+    settled_index(home, monkeypatch)
+    with (run / "events.jsonl").open("ab") as f:
+        f.write(b'{"v":1,"type":"tool_use","name":"Bash","summary":"x"}\n')
+    small(home, monkeypatch, tmp_path)  # (the context's verdict is reused from the cursor, as a bool)
+    con = sqlite3.connect(home / "index.sqlite")
+    assert con.execute("SELECT context_ok FROM index_cursors WHERE run_id = ?", (run.name,)).fetchone() == (1,)
+    con.close()
