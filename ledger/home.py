@@ -18,6 +18,14 @@ def resolve_home(home: str | os.PathLike[str] | None = None, env: os._Environ[st
     return Path(platformdirs.user_data_dir("ledger", appauthor=False))
 
 
+def home_named(home: str | os.PathLike[str] | None = None, env: os._Environ[str] | dict[str, str] | None = None) -> bool:
+    """Whether the user named the home (--home, $LEDGER_HOME) rather than ledger taking the
+    platform's default: a reader indexes the default home only into its own index, never
+    into a database named for something else (issue 32: a team's PostgreSQL)."""
+    env = os.environ if env is None else env
+    return bool(home) or bool(env.get("LEDGER_HOME"))
+
+
 # what a ledger home holds; an existing directory with none of these (and not empty) is
 # somebody else's (a project, a mistyped path), and ledger writes nothing into it
 HOME_MARKERS = frozenset({"runs", "sessions", "sources", "index.sqlite", "home-id.json"})

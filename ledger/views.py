@@ -59,21 +59,23 @@ def scan_records(home: Path) -> tuple[list[RunSnapshot], list[ScanProblem]]:
     return snaps, problems
 
 
-def _index(home: Path, db: str | None, notify: Any) -> str:
-    """Bring the index up to date with the home (quickly: only what changed) and return its URL."""
+def _index(home: Path, db: str | None, notify: Any, named: bool = True) -> tuple[str, list[Path]]:
+    """Bring the index up to date with the home (quickly: only what changed); its URL and the
+    homes brought up to date (none: the default home nobody named, ops.reader_homes)."""
     from ledger.index import db as dbmod
-    from ledger.index.ops import index_homes
+    from ledger.index.ops import index_homes, reader_homes
 
-    from ledger.store import expand_homes, index_base
+    from ledger.store import index_base
 
     url = dbmod.resolve_url(index_base(home), db)  # (a record store: every home in it)
-    summary = index_homes(expand_homes([home]), url, notify=notify, stale_ok=True)
+    homes = reader_homes(home, url, named, notify)
+    summary = index_homes(homes, url, notify=notify, stale_ok=True)
     if summary.skipped:
         from ledger.records.model import skipped_warnings
 
         for line in skipped_warnings(summary.skipped):
             notify(line)
-    return url
+    return url, homes
 
 
 def indexed_runs(home: Path, db: str | None, all_: bool, notify: Any,
@@ -86,14 +88,14 @@ def indexed_runs(home: Path, db: str | None, all_: bool, notify: Any,
 
 
 def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: datetime | None = None,
-                      filters: Any = None) -> Any:
+                      filters: Any = None, named: bool = True) -> Any:
     """`indexed_runs` with filters (ledger.records.selection.RunFilter); a Selection."""
     from ledger.index import ops, queries, rawread
     from ledger.records.selection import select
-    from ledger.store import expand_homes, single_home
+    from ledger.store import single_home
 
     store, home = home, single_home(home, "runs")
-    url = _index(store, db, notify)
+    url, homes = _index(store, db, notify, named)
     # the database returns the default window's candidates; an earlier --since needs them all
     wide = all_ or (filters is not None and filters.since is not None)
 
@@ -106,19 +108,19 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
                 sel.runs = queries.snapshots_of(conn, hid, sel.runs)
             return sel
 
-    return ops.read_repairing(expand_homes([store]), url, read, notify)
+    return ops.read_repairing(homes, url, read, notify)
 
 
-def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSnapshot:
+def indexed_run(home: Path, db: str | None, selector: str, notify: Any, named: bool = True) -> RunSnapshot:
     """`ledger show` through the index (the selector resolves by the records' prefix rules)."""
     from ledger.index import ops, queries, rawread
-    from ledger.store import expand_homes, single_home
+    from ledger.store import single_home
 
     store, home = home, single_home(home, "show")
-    url = _index(store, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg))
+    url, homes = _index(store, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg), named)
 
     def read() -> RunSnapshot:
         with rawread.reading(url) as conn:
             return queries.get_run(conn, rawread.home_id(conn, home), selector)
 
-    return ops.read_repairing(expand_homes([store]), url, read, notify)
+    return ops.read_repairing(homes, url, read, notify)

@@ -18,6 +18,10 @@ PG_URL = os.environ.get("LEDGER_TEST_PG", "postgresql+psycopg://postgres@127.0.0
 REPO = Path(__file__).resolve().parent.parent
 # the kept price rates (ledger.price_rates) of this test session, not the user's cache dir
 os.environ.setdefault("LEDGER_CACHE_DIR", os.path.join(tempfile.mkdtemp(prefix="ledger-test-cache-"), "cache"))
+# the platform's default home (platformdirs: $XDG_DATA_HOME/ledger) of this test session,
+# never the user's: the README's set-up command creates ~/.local/share/ledger before the
+# tests run, and a test that leaves --home out must not read or index it (issue 32)
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="ledger-test-data-")
 
 
 @pytest.fixture

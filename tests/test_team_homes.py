@@ -439,3 +439,51 @@ def test_a_copy_in_a_sealed_shard_is_counted_once_the_first_writer_removed_the_r
     index(db_url, copy)
     assert sorted(run_ids(db_url)) == sorted(r.name for r in runs)
     assert count(db_url, f"WHERE home = '{copy}'") == 1
+
+
+def _default_home_with_a_run(tmp_path, monkeypatch) -> tuple[Path, str]:
+    """The user's default home (platformdirs' user data dir) holding one run, as the README's
+    set-up command leaves it; no --home, no LEDGER_HOME, no LEDGER_DB."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("LEDGER_HOME", raising=False)
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    from ledger.home import resolve_home
+
+    default = resolve_home(None)
+    assert default == tmp_path / "xdg" / "ledger"
+    return default, make_run(default).name
+
+
+def test_a_reader_of_another_db_does_not_index_the_default_home_nobody_named(tmp_path, db_url, monkeypatch):
+    """Issue 32 item 13: `ledger sql --db OTHER` / `report --db URL` / `runs --db` with no
+    --home leave the default home out of OTHER (a team's PostgreSQL must not get every
+    laptop's runs), and say so on stderr; naming the home (--home, LEDGER_HOME) indexes it."""
+    default, run = _default_home_with_a_run(tmp_path, monkeypatch)
+    for args in (("sql", "SELECT count(*) AS n FROM runs_v", "--json"), ("report", "--json"),
+                 ("runs", "--json"), ("show", run[4:12])):
+        res = cli(*args, "--db", db_url)
+        assert f"the default home {default} was not indexed into" in res.stderr, (args, res.output)
+        assert "--home" in res.stderr
+    assert count(db_url) == 0
+    res = cli("sql", "SELECT count(*) AS n FROM runs_v", "--json", "--db", db_url, "--home", str(default))
+    assert res.exit_code == 0 and "was not indexed" not in res.stderr, res.output
+    assert count(db_url) == 1
+    # its own index (no --db) is still brought up to date without naming it
+    res = cli("runs", "--json")
+    assert res.exit_code == 0 and [r["id"] for r in orjson.loads(res.stdout)] == [run], res.output
+    assert "was not indexed" not in res.stderr
+    monkeypatch.setenv("LEDGER_HOME", str(default))  # named by the environment
+    make_run(default)
+    assert "was not indexed" not in cli("report", "--db", db_url).stderr
+    assert count(db_url) == 2
+
+
+def test_the_suite_does_not_see_the_users_default_home():
+    """conftest points the platform's data dir at a scratch dir: with the README's order (the
+    set-up command creates ~/.local/share/ledger first) no test reads or indexes it."""
+    from ledger.home import resolve_home
+
+    env = dict(os.environ)
+    env.pop("LEDGER_HOME", None)
+    assert not str(resolve_home(None, env)).startswith(os.path.expanduser("~/.local/share"))
+    assert str(resolve_home(None, env)).startswith(os.environ["XDG_DATA_HOME"])

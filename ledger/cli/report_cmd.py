@@ -89,7 +89,7 @@ def report(
         if value is not None and value not in choices:
             raise usage_error(f"expected one of {', '.join(choices)}", param_hint=name)
 
-    from ledger.home import resolve_home
+    from ledger.home import home_named, resolve_home
     from ledger.report.aggregate import ReportQuery
     from ledger.report.buckets import ReportError, parse_day, resolve_zone, utc_range
     from ledger.report.service import build_report
@@ -117,9 +117,10 @@ def report(
     if html is not None:
         from ledger.report.html import write_report
 
-        rep, page = write_report(resolve_home(home), db, q, html, notify=err, resync=resync)
+        rep, page = write_report(resolve_home(home), db, q, html, notify=err, resync=resync,
+                                 named=home_named(home))
     else:
-        rep = build_report(resolve_home(home), db, q, notify=err, resync=resync)
+        rep = build_report(resolve_home(home), db, q, notify=err, resync=resync, named=home_named(home))
     from ledger.report import render
 
     for line in render.warnings(rep):

@@ -116,6 +116,12 @@ def _home(home):
     return Path(os.path.abspath(resolve_home(home)))
 
 
+def _named(home):
+    from ledger.home import home_named
+
+    return home_named(home)
+
+
 def _row(d: dict) -> list:
     u = d["usage"]
     return [d["id"], d["started"], d["harness"], d["model"], d["outcome"], d["state"],
@@ -153,7 +159,7 @@ def runs(
         raise usage_error(exc.message, hint=exc.hint) from None
     filters = RunFilter(harness=harness or (), outcome=outcome or (), subject=subject or (), skill=skill or (),
                         source=source or (), since=cutoff, limit=limit)
-    sel = indexed_selection(_home(home), db, all_, err, filters=filters)
+    sel = indexed_selection(_home(home), db, all_, err, filters=filters, named=_named(home))
     chosen = sel.runs
     if json_:
         print_json_stream(s.to_dict() for s in chosen)
@@ -180,7 +186,7 @@ def show(
     """Show one run: its snapshot, usage streams and evidence (from the index)."""
     from ledger.views import indexed_run, snapshot_detail
 
-    snap = indexed_run(_home(home), db, run, err)
+    snap = indexed_run(_home(home), db, run, err, named=_named(home))
     detail = snapshot_detail(snap)
     if events:
         detail["events"] = list(_iter_events(snap.path))

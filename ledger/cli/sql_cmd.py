@@ -45,10 +45,10 @@ def sql(
     import sys
     from pathlib import Path
 
-    from ledger.home import resolve_home
+    from ledger.home import home_named, resolve_home
     from ledger.index import db as dbmod
     from ledger.index import sqlro
-    from ledger.index.ops import index_homes
+    from ledger.index.ops import index_homes, reader_homes
 
     _check_args(query, list(ctx.args))
     exclusive_formats(json_, csv_)
@@ -56,11 +56,11 @@ def sql(
     try:
         if query == "-":
             query = sys.stdin.read()
-        from ledger.store import expand_homes, index_base
+        from ledger.store import index_base
 
         home_path = Path(os.path.abspath(resolve_home(home)))
         url = dbmod.resolve_url(index_base(home_path), db)
-        homes = expand_homes([home_path])  # a record store (`ledger push`): every home in it
+        homes = reader_homes(home_path, url, home_named(home), err)  # a record store (`ledger push`): every home in it
         summary = index_homes(homes, url, notify=err, stale_ok=True)
         from ledger.records.model import skipped_warnings
 

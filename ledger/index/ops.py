@@ -90,6 +90,22 @@ def _usable_homes(homes: list[str], url: str, stale_ok: bool, notify: Notify) ->
     return out
 
 
+def reader_homes(home: str | os.PathLike[str], url: str, named: bool = True, notify: Notify = _quiet) -> list[Path]:
+    """The homes a reader (`runs`, `show`, `report`, `sql`) brings up to date in `url`: the
+    home (a record store: every home in it). The platform's default home that nobody named
+    (no --home, no $LEDGER_HOME) goes only into its own index: a database given with --db /
+    $LEDGER_DB (a team's PostgreSQL, another home's index) is read as it is, and stderr says
+    the default home was left out (issue 32)."""
+    from ledger.store import expand_homes, index_base
+
+    if not named and url != dbmod.default_url(index_base(home)):
+        if home_problem(home) is None:
+            notify(f"ledger: the default home {home} was not indexed into {dbmod.redact_url(url)} (no --home "
+                   f"named it); answering from that index as it is (`--home {home}` brings it up to date there)")
+        return []
+    return expand_homes([home])
+
+
 def read_only_failure(exc: BaseException) -> str | None:
     """The reason when `exc` says the index (or its directory) cannot be written, else None."""
     import errno

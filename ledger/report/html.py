@@ -73,14 +73,16 @@ def vega_js() -> str:
 
 
 def write_report(home: str | Path, db: str | None, q: ReportQuery, path: str | Path,
-                 notify: Callable[[str], None] = lambda _msg: None, resync: bool = False) -> tuple[Report, Path]:
+                 notify: Callable[[str], None] = lambda _msg: None, resync: bool = False,
+                 named: bool = True) -> tuple[Report, Path]:
     """`ledger report ... --html PATH`: the page's reports (one snapshot), written to `path`.
     Returns the report itself (its warnings are the CLI's) and the page's path."""
     from ledger.report.service import build_reports
 
     js = vega_js()  # a missing extra is said before any work
     queries = page_queries(q)
-    reports = dict(zip(queries, build_reports(home, db, list(queries.values()), notify=notify, resync=resync)))
+    reports = dict(zip(queries, build_reports(home, db, list(queries.values()), notify=notify, resync=resync,
+                                                      named=named)))
     return reports["report"], write_page(path, page_document(reports), js)
 
 

@@ -67,22 +67,23 @@ def query(url: str, q: ReportQuery) -> Report:
 
 
 def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *, notify: Notify = _quiet,
-                 resync: bool = False) -> Report:
-    return build_reports(home, db, [q], notify=notify, resync=resync)[0]
+                 resync: bool = False, named: bool = True) -> Report:
+    return build_reports(home, db, [q], notify=notify, resync=resync, named=named)[0]
 
 
 def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[ReportQuery], *,
-                  notify: Notify = _quiet, resync: bool = False) -> list[Report]:
+                  notify: Notify = _quiet, resync: bool = False, named: bool = True) -> list[Report]:
     """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
-    one read transaction. `resync` rebuilds the report's tables whole (`--resync`)."""
+    one read transaction. `resync` rebuilds the report's tables whole (`--resync`). `named`:
+    False when the home is the platform's default nobody named (ledger.index.ops.reader_homes)."""
     from ledger.index import db as dbmod
-    from ledger.index.ops import index_homes
+    from ledger.index.ops import index_homes, reader_homes
 
-    from ledger.store import expand_homes, index_base
+    from ledger.store import index_base
 
     home_path = Path(os.path.abspath(os.fspath(home)))
     url = dbmod.resolve_url(index_base(home_path), db)
-    homes = expand_homes([home_path])  # a record store (`ledger push`): every home in it
+    homes = reader_homes(home_path, url, named, notify)  # a record store (`ledger push`): every home in it
     summary = index_homes(homes, url, notify=notify, stale_ok=True)
     if summary.skipped:
         from ledger.records.model import skipped_warnings
