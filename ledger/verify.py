@@ -32,6 +32,7 @@ class Verdict:
     evidence_gaps: int = 0
     problems: list[str] = field(default_factory=list)
     bound_files: int = 0
+    shard: bool = False  # a symlinked shard `runs/<xx>`: not a run (counted apart, issue 32)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "path": self.path, "ok": self.ok,
@@ -113,4 +114,4 @@ def verify_home(home: Path) -> Iterator[Verdict]:
             yield verify_run(path)
         else:
             label = f"runs/{name}" if kind == "shard-link" else name
-            yield Verdict(label, path, False, problems=[SYMLINK_REASON])
+            yield Verdict(label, path, False, problems=[SYMLINK_REASON], shard=kind == "shard-link")

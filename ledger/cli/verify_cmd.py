@@ -29,13 +29,16 @@ def verify(
     check_home(h)
     verdicts = [verify_run(resolve_selector(h, run))] if run else list(verify_home(h))
     bad = [v for v in verdicts if not v.ok]
+    shards = sum(v.shard for v in verdicts)  # a symlinked shard is a problem, not a run
+    runs = len(verdicts) - shards
     if json_:
-        print_json({"runs": len(verdicts), "ok": len(verdicts) - len(bad),
+        print_json({"runs": runs, "ok": runs - (len(bad) - shards), "shard_links": shards,
                     "problems": [v.to_dict() for v in bad]})
     else:
         for v in bad:
             for p in v.problems:
                 print(plain(f"{v.run_id}: {p}"))  # a problem can quote a path or a record's bytes
-        err(f"verified {len(verdicts)} run(s): {len(verdicts) - len(bad)} ok, {len(bad)} with problems")
+        err(f"verified {runs} run(s): {runs - (len(bad) - shards)} ok, {len(bad) - shards} with problems"
+            + (f"; {shards} symlinked shard(s) not followed" if shards else ""))
     if bad:
         raise typer.Exit(1)

@@ -69,6 +69,28 @@ def _mkdirs(path: Path) -> None:
         os.chmod(d, DIR_MODE)
 
 
+SHARD_HINT = ("readers never follow a symlinked shard (`ledger verify` lists them): move the records back into "
+              "the home (replace runs/<xx> by a real directory), or put the whole runs/ directory (or the home) "
+              "on the other disk instead")
+
+
+def _check_shard(shard: Path) -> None:
+    """A shard `runs/<xx>` that is a symlink (or anything but a directory) is refused before a
+    run starts (issue 32): readers never follow one (ledger.records.reader.iter_run_entries),
+    so a record written through it would be lost to every reader. A symlinked `runs/` itself
+    (or home) is followed by the writer and the readers alike."""
+    import stat
+
+    try:
+        st = os.lstat(shard)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise LedgerError(f"the shard {shard} is a symlink: a run recorded through it would not be read", SHARD_HINT)
+    if not stat.S_ISDIR(st.st_mode):
+        raise LedgerError(f"the shard {shard} is not a directory: cannot record a run in it", SHARD_HINT)
+
+
 def write_blob(run_path: str | Path, relpath: str, data: bytes) -> tuple[str, int]:
     """Write an evidence file inside a run (e.g. a raw stream); return (sha256 hex, bytes)."""
     target = Path(run_path) / relpath
@@ -108,7 +130,9 @@ def publish_run(home: str | Path, *, harness: str, surface: str = "headless", cw
     """
     run_id = parse_run_id(run_id) if run_id else mint_run_id()
     final = run_dir(Path(home), run_id)
+    _check_shard(final.parent)
     _mkdirs(final.parent)
+    _check_shard(final.parent)  # (made by another process meanwhile: the same rule)
     parent_id, inherited = inherited_parent(env if env is not None else os.environ)
     declared = [s if isinstance(s, Subject) else Subject(str(s), "declared") for s in subjects]
     seen = {s.selector for s in declared}
