@@ -40,25 +40,40 @@ class Verdict:
                 "problems": self.problems}
 
 
-def _bindings(run_path: str) -> Iterator[dict[str, Any]]:
-    """The file bindings carried by `result` events (complete lines only)."""
+def _scan_events(run_path: str) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """The file bindings carried by `result` events, and the holes in `seq` (complete lines
+    only): (last seq, next seq) wherever the next is more than one past the last. The writer
+    numbers every event it is given from 0, so a hole is an event that was never written (a
+    failed write, a line cut out); the reader's gap rules (Loopflow's) count only a seq that
+    does not increase, so verify is where a hole shows (issue 32)."""
+    refs: list[dict[str, Any]] = []
+    holes: list[tuple[int, int]] = []
     try:
         f = open(os.path.join(run_path, EVENTS), "rb")
     except OSError:
-        return
+        return refs, holes
+    last: int | None = -1  # seq starts at 0
     with f:
         for line in f:
-            if not line.endswith(b"\n") or b'"result"' not in line:
+            if not line.endswith(b"\n"):
                 continue
             try:
                 ev = jsonio.loads(line)
             except jsonio.JSONDecodeError:
                 continue
-            if isinstance(ev, dict) and ev.get("type") == "result":
+            if not isinstance(ev, dict):
+                continue
+            seq = ev.get("seq")
+            if type(seq) is int:
+                if last is not None and seq > last + 1:
+                    holes.append((last, seq))
+                last = seq if last is None or seq > last else last
+            if ev.get("type") == "result":
                 for key in BOUND_KEYS:
                     ref = ev.get(key)
                     if isinstance(ref, dict) and isinstance(ref.get("path"), str):
-                        yield ref
+                        refs.append(ref)
+    return refs, holes
 
 
 def _hash_file(path: str) -> tuple[str, int]:
@@ -88,7 +103,12 @@ def verify_run(run_path: str | Path) -> Verdict:
         v.problems.append(f"{snap.evidence_gaps} evidence gap(s)")
     if snap.state == "abandoned":
         v.problems.append("abandoned: the launcher is gone and the run was never settled")
-    for ref in _bindings(run_path):
+    refs, holes = _scan_events(run_path)
+    for before, after in holes:
+        missing = after - before - 1
+        v.problems.append(f"{EVENTS}: seq jumps from {before} to {after} ({missing} event(s) missing)"
+                          if before >= 0 else f"{EVENTS}: seq starts at {after}, not 0 ({missing} event(s) missing)")
+    for ref in refs:
         v.bound_files += 1
         target = os.path.normpath(os.path.join(run_path, ref["path"]))
         if not target.startswith(run_path + os.sep):

@@ -10,6 +10,11 @@ from typing import Any
 
 
 def main() -> None:
+    if sys.argv[1:2] != ["run"]:  # (`ledger run` checks its own options: the command may hold any bytes)
+        from ledger.cli.common import not_utf8
+
+        if not_utf8(sys.argv[1:]) is not None:
+            _not_utf8()
     if sys.argv[1:2] == ["run"]:  # launch budget (DESIGN §7): skip Typer's ~70 ms Pydantic setup
         from ledger.cli import run_cmd
 
@@ -21,6 +26,17 @@ def main() -> None:
     from ledger.cli.typer_app import app
 
     app()
+
+
+def _not_utf8() -> None:
+    """An argument that is not UTF-8: `Error:` + `Hint:`, exit 2, before any command runs."""
+    from ledger.cli.common import check_utf8, print_usage_error
+
+    try:
+        check_utf8(sys.argv[1:])
+    except Exception as exc:  # (typer.BadParameter)
+        print_usage_error(exc, "ledger" if len(sys.argv) < 2 or sys.argv[1].startswith("-") else f"ledger {sys.argv[1]}")
+        sys.exit(2)
 
 
 def __getattr__(name: str) -> Any:

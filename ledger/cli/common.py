@@ -164,6 +164,33 @@ def data_console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, emoji=False, highlight=False)
 
 
+def not_utf8(args: Sequence[str]) -> str | None:
+    """The first argument holding bytes that are not UTF-8 (Python decodes them as lone
+    surrogates), shown with those bytes escaped, or None. ledger's options and arguments are
+    text (a subject, a query, a home kept in the index): such an argument is a usage error,
+    never a TypeError later (issue 32)."""
+    for a in args:
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            from ledger.text import plain
+
+            try:
+                return plain(a.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
+            except UnicodeEncodeError:  # (a surrogate that is not an escaped byte)
+                return plain(a)
+    return None
+
+
+def check_utf8(args: Sequence[str]) -> None:
+    """Raise the usage error for the first argument that is not UTF-8 (see not_utf8)."""
+    bad = not_utf8(args)
+    if bad is not None:
+        raise usage_error(f"the argument '{bad}' is not valid UTF-8",
+                          hint="pass ledger's options and arguments as UTF-8 text (check the terminal's or the "
+                               "script's encoding); the command after `ledger run --` may hold any bytes")
+
+
 def exclusive_formats(json_: bool, csv_: bool) -> None:
     if json_ and csv_:
         raise usage_error("--json and --csv cannot be used together")

@@ -69,6 +69,9 @@ def parse_run_args(args: list[str]) -> tuple[dict[str, Any], list[str]]:
                 raise typer.BadParameter(f"{name} needs a value")
             value = args[i + 1]
             i += 2
+        from ledger.cli.common import check_utf8
+
+        check_utf8([value])  # (ledger's options are text; the command may hold any bytes)
         if kind == "multi":
             opts[key].append(value)
         else:

@@ -250,6 +250,16 @@ class EventWriter:
             log.warning("ledger: cannot write %s (%s); the run goes on without further events",
                         self.path, self.failed)
 
+    def _drop(self, item: dict[str, Any], exc: BaseException) -> None:
+        """One event JSON cannot hold (jsonio.storable already wrote what it could): dropped,
+        the events after it still written; its seq is a hole `ledger verify` names."""
+        self.dropped += 1
+        if self.failed is None:
+            self.failed = f"{type(exc).__name__}: {exc}"
+        log.warning("ledger: cannot write event seq %s (%s) to %s (%s): it is left out, the next events are "
+                    "still written (`ledger verify` shows the hole)", item.get("seq"), item.get("type"), self.path,
+                    f"{type(exc).__name__}: {exc}")
+
     def _run(self) -> None:
         fd: int | None = None
         try:
@@ -276,8 +286,7 @@ class EventWriter:
                 try:
                     lines.append(dumps(item) + b"\n")
                 except TypeError as exc:  # an unserialisable field: drop that event, keep going
-                    self.dropped += 1
-                    self._fail(exc)
+                    self._drop(item, exc)
             if fd is not None and lines:
                 try:
                     data = memoryview(b"".join(lines))
@@ -352,6 +361,8 @@ class UsageStream:
                 usage["cost_usd"] = float(cost)
             except (TypeError, ValueError):
                 pass
+            except OverflowError:  # (an int past a float's range) written as null: the reader's gap
+                usage["cost_usd"] = None
         if not usage:
             return False
         if self.model:

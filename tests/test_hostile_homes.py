@@ -1,0 +1,173 @@
+"""Issue 32: safe on a hostile machine, round 2 (homes, disks and stores that are not what
+they seem). Every case: `Error:` + `Hint:` or a warning, never a traceback, and nothing
+written outside the home, its index and the named store."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from indexhelpers import cli, make_run
+from test_hostile_input import no_traceback, run_cli, tree_state
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LEDGER_DB", "LEDGER_HOME", "LEDGER_STORE")}
+    env.update(COLUMNS="100", **extra)
+    return env
+
+
+def ledger(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run_cli([sys.executable, "-m", "ledger", *args], env=env or _env(), timeout=timeout)
+
+
+def error_and_hint(res: subprocess.CompletedProcess) -> None:
+    assert res.returncode == 1, (res.returncode, res.stdout[-2000:], res.stderr[-2000:])
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert "Error: " in res.stderr and "\nHint: " in res.stderr, res.stderr
+
+
+# ---------------------------------------------------------------- 1. symlinked shards
+
+def symlink_shards(home: Path, elsewhere: Path) -> None:
+    """Every shard runs/00..ff a symlink to a directory on another disk."""
+    (home / "runs").mkdir(parents=True, exist_ok=True)
+    for i in range(256):
+        target = elsewhere / f"{i:02x}"
+        target.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, home / "runs" / f"{i:02x}")
+
+
+def test_a_run_is_refused_before_it_starts_when_its_shard_is_a_symlink(tmp_path):
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    make_run(home)  # a home with one run (its shard is real)
+    real = {p.name for p in (home / "runs").iterdir()}
+    for i in range(256):
+        if f"{i:02x}" not in real:
+            (elsewhere / f"{i:02x}").mkdir(parents=True)
+            os.symlink(elsewhere / f"{i:02x}", home / "runs" / f"{i:02x}")
+    marker = tmp_path / "child-ran"
+    before = tree_state(elsewhere)
+    for _ in range(5):  # (a run id lands in a random shard: 255 of 256 are links)
+        res = ledger("run", "--home", str(home), "--", "touch", str(marker))
+        if res.returncode == 0:
+            continue
+        error_and_hint(res)
+        assert "is a symlink" in res.stderr and "runs/" in res.stderr
+        assert not marker.exists(), "the child ran although its record could not be kept"
+        break
+    else:
+        pytest.fail("five runs all landed in the one real shard")
+    assert tree_state(elsewhere) == before, "a record was written through a symlinked shard"
+    # the readers agree: what the writer kept is what they list
+    res = ledger("runs", "--all", "--json", "--home", str(home))
+    assert res.returncode == 0, res.stderr
+    listed = {r["id"] for r in orjson.loads(res.stdout)}
+    kept = {p.name for s in (home / "runs").iterdir() if not s.is_symlink() for p in s.iterdir()}
+    assert listed == kept
+
+
+def test_verify_does_not_count_symlinked_shards_as_runs(tmp_path):
+    home = tmp_path / "home"
+    shard = make_run(home).parent.name
+    link = "ab" if shard != "ab" else "cd"
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", home / "runs" / link)
+    res = ledger("verify", "--json", "--home", str(home))
+    doc = orjson.loads(res.stdout)
+    assert res.returncode == 1
+    assert doc["runs"] == 1 and doc["ok"] == 1 and doc["shard_links"] == 1, doc
+    assert [p["run_id"] for p in doc["problems"]] == [f"runs/{link}"]
+    res = ledger("verify", "--home", str(home))
+    assert "verified 1 run(s): 1 ok, 0 with problems; 1 symlinked shard(s) not followed" in res.stderr
+
+
+# ---------------------------------------------------------------- 7, 8. bytes and numbers JSON cannot hold
+
+def test_an_out_of_range_token_count_is_an_evidence_gap_and_nothing_is_lost(tmp_path):
+    """Issue 32 item 8: 10**30 tokens (orjson cannot write it) used to drop that event (the
+    final receipt) with a message saying no more events would be written, while later ones
+    were: seq 5 -> 7, `completed`, 0 gaps, verify ok."""
+    from ledger.records import RunCapture, read_run
+    from ledger.verify import verify_run
+
+    home = tmp_path / "home"
+    with RunCapture(home, harness="claude") as run:
+        attempt = run.start_attempt("anthropic", "claude-sonnet-4-5")
+        stream = run.usage_stream(provider="anthropic", model="claude-sonnet-4-5", attempt_key=attempt,
+                                  turn_key="turn-1")
+        stream.observe({"input_tokens": 10, "output_tokens": 4})
+        stream.observe({"input_tokens": 10, "output_tokens": 10**30, "cost_usd": 10**400}, final_receipt=True)
+        run.emit("text", text="after")
+    assert run.events.dropped == 0 and run.events.failed is None
+    lines = (run.path / "events.jsonl").read_bytes().splitlines()
+    seqs = [orjson.loads(line)["seq"] for line in lines]
+    assert seqs == list(range(len(seqs))), seqs  # no hole
+    snap = read_run(run.path)
+    assert snap.usage.final_streams == 1  # the final receipt was kept
+    assert snap.evidence_gaps >= 1 and snap.usage.output_tokens is None  # overflow: unknown, a gap
+    v = verify_run(run.path)
+    assert not v.ok and any("evidence gap" in p for p in v.problems), v.problems
+
+
+def test_verify_finds_a_hole_in_seq_and_the_writer_says_what_it_left_out(tmp_path, caplog):
+    from ledger.records import RunCapture
+    from ledger.verify import verify_run
+
+    home = tmp_path / "home"
+    with RunCapture(home, harness="command") as run:
+        run.emit("text", text="one")
+        run.emit("text", text=object())  # a value no JSON holds: that event alone is left out
+        run.emit("text", text="three")
+    kept = [orjson.loads(line) for line in (run.path / "events.jsonl").read_bytes().splitlines()]
+    assert [e.get("text") for e in kept if e["type"] == "text"] == ["one", "three"]
+    hole = [e["seq"] for e in kept if e.get("text") == "three"][0] - 1
+    said = caplog.text
+    assert f"event seq {hole} (text)" in said and "the next events are still written" in said, said
+    assert "without further events" not in said
+    v = verify_run(run.path)
+    assert not v.ok and f"events.jsonl: seq jumps from {hole - 1} to {hole + 1} (1 event(s) missing)" in v.problems
+
+
+def test_bytes_that_are_not_utf8_in_an_option_are_a_usage_error(tmp_path):
+    """Issue 32 item 7: `--skill $'sk\\x9b'` was `TypeError: str is not valid UTF-8`."""
+    home = tmp_path / "home"
+    make_run(home)
+    bad = os.fsdecode(b"sk\x9b")
+    for args in (("run", "--home", str(home), "--skill", bad, "--", "true"),
+                 ("runs", "--home", str(home), "--skill", bad), ("report", "--home", str(home), "--subject", bad),
+                 ("sql", "--home", str(home), f"SELECT '{bad}'"), ("show", "--home", str(home), bad),
+                 ("index", "--home", str(home) + bad)):
+        res = run_cli([sys.executable, "-m", "ledger", *args], env=_env())
+        assert res.returncode == 2, (args, res.stderr)
+        assert "Traceback" not in res.stderr, res.stderr
+        assert "Error: " in res.stderr and "not valid UTF-8" in res.stderr and "\\x9b" in res.stderr, res.stderr
+        assert "\nHint: " in res.stderr
+
+
+def test_a_command_and_a_cwd_that_are_not_utf8_are_recorded_with_the_bytes_escaped(tmp_path):
+    """The command after `--` is the child's: it gets the bytes as they are, and the record
+    keeps them as the text `\\x9b` (every event after it still written)."""
+    home = tmp_path / "home"
+    cwd = tmp_path / os.fsdecode(b"dir\xff")
+    cwd.mkdir()
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "ledger", "run", "--home", str(home), "--", "sh", "-c",
+                          f'printf %s "$1" > {out}', "sh", os.fsdecode(b"arg\x9b")],
+                         cwd=cwd, env=_env(), capture_output=True)
+    assert res.returncode == 0, res.stderr
+    assert out.read_bytes() == b"arg\x9b"
+    assert b"cannot write" not in res.stderr, res.stderr
+    res = ledger("runs", "--json", "--home", str(home))
+    assert res.returncode == 0, res.stderr
+    (doc,) = orjson.loads(res.stdout)
+    assert "arg\\x9b" in doc["command"], doc["command"]
+    assert doc["evidence_gaps"] == 0 and doc["outcome"] == "completed"
+    res = ledger("verify", "--home", str(home))
+    assert res.returncode == 0, res.stdout + res.stderr
