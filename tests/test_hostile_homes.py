@@ -171,3 +171,33 @@ def test_a_command_and_a_cwd_that_are_not_utf8_are_recorded_with_the_bytes_escap
     assert doc["evidence_gaps"] == 0 and doc["outcome"] == "completed"
     res = ledger("verify", "--home", str(home))
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ---------------------------------------------------------------- 9. show's labels, sql's functions
+
+def test_show_escapes_the_model_a_stream_id_carries(tmp_path):
+    from ledger.records import RunCapture
+
+    model = "m\x1b[31mred\x1b]8;;https://evil.example\x07x"
+    home = tmp_path / "home"
+    with RunCapture(home, harness="claude", model=model) as run:
+        attempt = run.start_attempt("anthropic", model)
+        run.usage_stream(provider="anthropic", model=model, attempt_key=attempt, turn_key="t1").observe(
+            {"input_tokens": 1})
+    res = run_cli([sys.executable, "-m", "ledger", "show", "--home", str(home), run.run_id], env=_env(), text=False)
+    assert res.returncode == 0, res.stderr
+    assert b"\x1b" not in res.stdout and b"\x07" not in res.stdout, res.stdout
+    assert b"stream attempt-1/t1/m\\x1b[31mred" in res.stdout
+
+
+@pytest.mark.parametrize("query", ["SELECT fts3_tokenizer('simple')", "SELECT hex(fts3_tokenizer('porter'))",
+                                   "SELECT load_extension('x')", "SELECT 1 FROM runs_v WHERE fts3_tokenizer('simple')"])
+def test_sql_denies_functions_that_reach_past_the_data(tmp_path, query):
+    home = tmp_path / "home"
+    make_run(home)
+    res = cli("sql", query, "--home", str(home))
+    no_traceback(res)
+    assert res.exit_code == 1, res.output
+    assert "Error: ledger sql is read-only: the function" in res.stderr and "\nHint: " in res.stderr
+    ok = cli("sql", "SELECT upper(model) AS m FROM runs_v", "--json", "--home", str(home))
+    assert ok.exit_code == 0 and orjson.loads(ok.stdout) == [{"m": "CLAUDE-SONNET-4-5"}], ok.output

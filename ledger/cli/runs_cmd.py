@@ -204,13 +204,14 @@ def _print_detail(detail: dict, events: bool) -> None:
 
     from ledger.cli.common import data_console
     from ledger.records import jsonio
-    from ledger.text import shown
+    from ledger.text import plain, shown
 
     c = data_console()
 
     def field(label: str, value) -> None:
-        # soft_wrap: long values are not cut into lines by Rich (a pipe gets them whole)
-        c.print(Text.assemble((label, "bold"), ": ", shown("—" if value is None or value == "" else value)),
+        # soft_wrap: long values are not cut into lines by Rich (a pipe gets them whole); a
+        # label may carry data too (a stream id holds the model the stream named: issue 32)
+        c.print(Text.assemble((plain(label), "bold"), ": ", shown("—" if value is None or value == "" else value)),
                 soft_wrap=True)
 
     for key in ("id", "outcome", "exit_code", "state", "started", "ended", "harness", "model", "surface", "host", "cwd",

@@ -93,6 +93,11 @@ _PRAGMA_READ = frozenset({"application_id", "user_version", "schema_version", "p
                           "foreign_keys", "query_only", "busy_timeout", "auto_vacuum", "synchronous"})
 
 
+# functions that reach past the query's data: fts3_tokenizer('simple') returns a pointer into
+# the process (and with a second argument installs one); load_extension loads code (off in
+# Python's build, denied here whatever the build) (issue 32)
+_DENY_FUNCTIONS = frozenset({"fts3_tokenizer", "load_extension"})
+
 _SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"})
 _ROW_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
 
@@ -125,6 +130,11 @@ class _Authorizer:
             # refuses direct writes to the schema table, and the connection is read-only.
             self.schema_writes.append(what or "writing")
             return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            name = str(arg2 or "").lower()
+            if name not in _DENY_FUNCTIONS:
+                return sqlite3.SQLITE_OK
+            what = f"the function {name}()"
         if what is None and action == sqlite3.SQLITE_PRAGMA:
             name = str(arg1 or "").lower()
             if name in _PRAGMA_WITH_ARG or (name in _PRAGMA_READ and arg2 is None):
