@@ -140,6 +140,8 @@ def ensure_home_uid(home: str | os.PathLike[str]) -> str | None:
         try:
             os.write(fd, data)
             os.fsync(fd)
+        except OSError:  # (a full disk: no id yet, as for a read-only home)
+            return None
         finally:
             os.close(fd)
         try:

@@ -303,7 +303,11 @@ def _link_new(path: str, data: bytes) -> None:
         os.fchmod(fd, FILE_MODE)
         _write_all(fd, data)
         os.fsync(fd)
-    finally:
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    else:
         os.close(fd)
     try:
         os.link(tmp, path)
@@ -837,6 +841,14 @@ class _Pusher:
                     raise OSError(errno.EIO, f"{target}: the home's file shrank while it was copied")
                 _write_all(fd, chunk)
                 pos += len(chunk)
+        except OSError:
+            # (a full store, issue 32): cut the store's copy back to the whole lines it had, so
+            # the next push extends it again instead of finding a torn line it never wrote
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise
         finally:
             os.close(fd)
         self.pending_bytes += end - start
@@ -913,7 +925,34 @@ def push(home: str | os.PathLike[str], dest: str | os.PathLike[str], *,
          progress: Progress | None = None, full: bool = False) -> PushSummary:
     """Copy the home's records into the store at `dest` (see the module doc); a PushSummary
     (its conflicts are listed there, not raised). `full`: compare every file again, whatever
-    the last push verified."""
+    the last push verified. A store that is read-only or full is an Error naming it (issue
+    32): what it held is kept, the files of the batch not yet in place are removed, and the
+    next push resumes."""
+    from ledger.errors import FULL, StorageError, storage_problem
+
+    pending: list[tuple[str, str, bool]] = []
+    try:
+        return _push(home, dest, progress, full, pending)
+    except OSError as exc:
+        what = storage_problem(exc)
+        if what is None:
+            raise
+        for tmp, _final, _replace in pending:  # (temporary names: never read, removed here)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise StorageError(
+            f"cannot push to the record store {os.path.abspath(os.fspath(dest))}: {what}{where}",
+            hint=("free some space on the store's disk and push again: the files already pushed are whole and "
+                  "kept, and the push resumes where it stopped" if what == FULL else
+                  "mount the store read-write (or push to another store with --to), then push again; what the "
+                  "store holds is unchanged")) from None
+
+
+def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: Progress | None, full: bool,
+          pending: list[tuple[str, str, bool]]) -> PushSummary:
     from ledger.home import HOME_ID_FILE, check_home, ensure_home_uid
 
     t0 = time.perf_counter()
@@ -935,6 +974,7 @@ def push(home: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     summary = PushSummary(home=home_abs, home_id=uid, dest=str(store))
     walk = _Walk(home_abs, summary.skipped)
     p = _Pusher(home_abs, dest_home, summary)
+    p.pending = pending  # (push() removes what a failed batch left under temporary names)
     with _Lock(os.path.join(dest_home, LOCK_FILE)):
         if not full:
             p.load_state()

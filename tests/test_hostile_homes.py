@@ -201,3 +201,121 @@ def test_sql_denies_functions_that_reach_past_the_data(tmp_path, query):
     assert "Error: ledger sql is read-only: the function" in res.stderr and "\nHint: " in res.stderr
     ok = cli("sql", "SELECT upper(model) AS m FROM runs_v", "--json", "--home", str(home))
     assert ok.exit_code == 0 and orjson.loads(ok.stdout) == [{"m": "CLAUDE-SONNET-4-5"}], ok.output
+
+
+# ---------------------------------------------------------------- 5, 6. a full disk, a read-only store
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs (root only: CI runs as root). Skipped, saying why, where it cannot be mounted."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", str(mnt)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {res.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk is full; returns it (remove it to free the disk)."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    try:
+        with open(filler, "ab") as f:
+            while True:
+                f.write(b"\0" * 512)
+                f.flush()
+    except OSError:
+        pass
+    return filler
+
+
+def test_a_full_disk_is_answered_from_the_index_or_an_error_and_loses_nothing(small_disk):
+    home = small_disk / "home"
+    first = sorted(make_run(home).name for _ in range(12))
+    env = _env(LEDGER_HOME=str(home))
+    assert ledger("index", env=env).returncode == 0
+    later = sorted(make_run(home).name for _ in range(3))  # not indexed yet
+    records = {k: v for k, v in tree_state(home).items() if k.startswith("runs")}
+    filler = fill(small_disk)
+    show = first[0]
+    for args in (("runs", "--all", "--json"), ("report", "--json"), ("report", "model"),
+                 ("sql", "SELECT run_id FROM runs_v ORDER BY run_id", "--json"), ("show", show, "--json"),
+                 ("homes", "list", "--json")):
+        res = ledger(*args, env=env)
+        assert "Traceback" not in res.stderr, (args, res.stderr[-3000:])
+        assert res.returncode == 0, (args, res.stderr)
+        if args[0] != "homes":
+            assert "no space left on the disk" in res.stderr and "it may be stale" in res.stderr, (args, res.stderr)
+        if args[0] == "runs":
+            assert sorted(r["id"] for r in orjson.loads(res.stdout)) == first  # the index as it is
+        if args[0] == "sql":
+            assert [r["run_id"] for r in orjson.loads(res.stdout)] == first
+    for args in (("index",), ("index", "--full"), ("index", "--rebuild")):
+        res = ledger(*args, env=env)
+        error_and_hint(res)
+        assert "no space left on the disk" in res.stderr and "df -h" in res.stderr, res.stderr
+        assert "setting it aside" not in res.stderr, res.stderr  # a full disk is not a damaged index
+    assert not list(home.glob("index.sqlite.corrupt-*"))
+    assert not list(home.glob(".ledger-index-parts-*")) and not list(home.glob("*.tmp"))
+    assert {k: v for k, v in tree_state(home).items() if k.startswith("runs")} == records  # nothing lost
+    filler.unlink()
+    res = ledger("runs", "--all", "--json", env=env)
+    assert res.returncode == 0 and "may be stale" not in res.stderr, res.stderr
+    assert sorted(r["id"] for r in orjson.loads(res.stdout)) == sorted(first + later)
+    assert ledger("verify", env=env).returncode == 0
+
+
+def test_a_full_disk_with_no_index_yet_is_an_error_and_a_hint(small_disk):
+    home = small_disk / "home"
+    make_run(home)
+    fill(small_disk)
+    for args in (("runs",), ("report",), ("sql", "SELECT 1"), ("index",)):
+        res = ledger(*args, env=_env(LEDGER_HOME=str(home)))
+        error_and_hint(res)
+        assert "no space left on the disk" in res.stderr, res.stderr
+    assert not list(home.glob("index.sqlite.corrupt-*"))
+
+
+def test_push_to_a_read_only_or_full_store_is_an_error_naming_it(small_disk, tmp_path):
+    home, store = tmp_path / "home", small_disk / "store"
+    make_run(home)
+    env = _env()
+    assert ledger("push", "--home", str(home), "--to", str(store), env=env).returncode == 0
+    make_run(home)
+    before = tree_state(store)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    try:
+        res = ledger("push", "--home", str(home), "--to", str(store), env=env)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+    error_and_hint(res)
+    assert f"cannot push to the record store {store}: a read-only file system" in res.stderr, res.stderr
+    assert tree_state(store) == before
+    # a full store: an error too, nothing left half-written under a temporary name
+    big = make_run(home)
+    (big / "streams").mkdir(exist_ok=True)
+    (big / "streams" / "raw.jsonl").write_bytes(os.urandom(1 << 20))  # more than is left
+    filler = fill(small_disk)
+    os.truncate(filler, filler.stat().st_size - (256 << 10))  # ~256 KiB left: small files fit, the big one not
+    res = ledger("push", "--home", str(home), "--to", str(store), env=env)
+    error_and_hint(res)
+    assert f"cannot push to the record store {store}: no space left on the disk" in res.stderr, res.stderr
+    assert not [p for p in tree_state(store) if p.endswith(".push.tmp")]
+    filler.unlink()
+    (big / "streams" / "raw.jsonl").unlink()
+    res = ledger("push", "--home", str(home), "--to", str(store), env=env)
+    assert res.returncode == 0, res.stderr
+    (dest,) = (store / "homes").iterdir()
+    res = ledger("verify", "--home", str(dest), env=env)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -21,7 +21,9 @@ CsvOpt = Annotated[bool, Option("--csv", help="Print CSV.", metavar="")]
 
 
 def handle_errors(fn: F) -> F:
-    """Map library errors to `Error: ...` + hint on stderr and exit code 1."""
+    """Map library errors to `Error: ...` + hint on stderr and exit code 1. A full or
+    read-only disk (an OSError, or SQLite's "database or disk is full" through the driver or
+    SQLAlchemy) is mapped here once for every command (ledger.errors.storage_error)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -30,12 +32,7 @@ def handle_errors(fn: F) -> F:
         except LedgerError as exc:
             if os.environ.get("LEDGER_DEBUG") == "1":
                 raise
-            err(f"Error: {exc.message}")
-            if exc.hint:
-                err(f"Hint: {exc.hint}")
-            import typer
-
-            raise typer.Exit(1) from None
+            _print_error(exc)
         except BrokenPipeError:
             # a closed pipe (`ledger runs | head`) is not an error
             try:
@@ -45,8 +42,25 @@ def handle_errors(fn: F) -> F:
             import typer
 
             raise typer.Exit(0) from None
+        except Exception as exc:
+            from ledger.errors import storage_error
+
+            mapped = storage_error(exc) if isinstance(exc, OSError) or type(exc).__module__.startswith(
+                ("sqlalchemy", "sqlite3")) else None
+            if mapped is None or os.environ.get("LEDGER_DEBUG") == "1":
+                raise
+            _print_error(mapped)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _print_error(exc: LedgerError) -> None:
+    err(f"Error: {exc.message}")
+    if exc.hint:
+        err(f"Hint: {exc.hint}")
+    import typer
+
+    raise typer.Exit(1) from None
 
 
 def err(message: str) -> None:

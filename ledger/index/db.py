@@ -229,7 +229,8 @@ def _ro_uri(path: Path) -> str:
     user's home) SQLite cannot create the WAL index (-shm) a WAL database needs to be read;
     there, with no WAL content pending, the file is opened as immutable (nobody can change it)."""
     uri = f"file:{quote(os.fspath(path))}?mode=ro"
-    if not os.access(path.parent, os.W_OK):
+    if not os.access(path.parent, os.W_OK) or disk_full(path.parent):
+        # (a full disk, issue 32: SQLite cannot grow the -shm either, SQLITE_IOERR_SHMSIZE)
         try:
             pending = os.path.getsize(os.fspath(path) + "-wal") > 0
         except OSError:
@@ -237,6 +238,26 @@ def _ro_uri(path: Path) -> str:
         if not pending:
             uri += "&immutable=1"
     return uri
+
+
+FULL_BELOW = 1 << 20  # bytes free under which a disk counts as full (a -shm grows by 32 KiB)
+
+
+def disk_full(directory: str | os.PathLike[str]) -> bool:
+    """Whether the file system holding `directory` has (almost) no room left (statvfs)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < FULL_BELOW
+
+
+def is_full(exc: BaseException) -> bool:
+    """True when an SQLite error (raw or through SQLAlchemy) means the disk is full: never
+    damage to set aside (issue 32; the rule: ledger.errors.storage_problem)."""
+    from ledger.errors import FULL, storage_problem
+
+    return not isinstance(exc, OSError) and storage_problem(exc) == FULL
 
 
 def inspect_sqlite(path: Path) -> FileStatus:
@@ -287,6 +308,10 @@ def inspect_sqlite(path: Path) -> FileStatus:
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
+        if is_full(exc):  # no room to read it in (its -shm): the file is not damaged
+            import errno
+
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(path)) from None
         return FileStatus("corrupt", f"unreadable ({exc})")
     if app is None or app[0] != APPLICATION:
         return FileStatus("corrupt", "not a ledger index (no ledger_meta application row)")
@@ -308,7 +333,10 @@ def is_corruption(exc: BaseException) -> bool:
 
 
 def is_page_damage(exc: BaseException) -> bool:
-    """True for SQLite errors that only a damaged file gives (never a mistyped query)."""
+    """True for SQLite errors that only a damaged file gives (never a mistyped query, never a
+    full disk)."""
+    if is_full(exc):
+        return False
     msg = str(getattr(exc, "orig", None) or exc).lower()
     return any(s in msg for s in ("malformed", "not a database", "file is encrypted", "disk i/o error",
                                   "database corrupt"))

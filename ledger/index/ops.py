@@ -107,11 +107,17 @@ def reader_homes(home: str | os.PathLike[str], url: str, named: bool = True, not
 
 
 def read_only_failure(exc: BaseException) -> str | None:
-    """The reason when `exc` says the index (or its directory) cannot be written, else None."""
+    """The reason when `exc` says the index (or its directory) cannot be written, else None:
+    a read-only home, mount or role, or a full disk (issue 32: a reader answers from the index
+    as it is, `ledger index` says `Error:`; ledger.errors.storage_problem)."""
     import errno
+
+    from ledger.errors import storage_problem
 
     if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return exc.strerror or str(exc)
+    if storage_problem(exc) is not None:
+        return storage_problem(exc)
     msg = str(getattr(exc, "orig", None) or exc)
     low = msg.lower()
     if any(s in low for s in ("readonly database", "read-only database", "unable to open database file",
@@ -229,15 +235,21 @@ def _unwritable(url: str, why: str, stale_ok: bool, notify: Notify) -> Any:
     index get an Error."""
     from ledger.index.indexer import IndexSummary
 
+    from ledger.errors import FULL, storage_error
+
     where = dbmod.sqlite_path(url) if dbmod.is_sqlite(url) else dbmod.redact_url(url)
+    full = why == FULL or "database or disk is full" in why.lower()
+    if full:
+        why = FULL
+    disk_hint = storage_error(OSError(28, FULL)).hint if full else None  # (errno.ENOSPC)
     if not stale_ok:
         raise IndexError_(f"cannot update the index {where}: {why}",
-                          hint="run `ledger index` as the owner of the home / of ledger's tables; readers may "
-                               "use a read-only role (docs/sql.md, `ledger sql --role`)")
+                          hint=disk_hint or "run `ledger index` as the owner of the home / of ledger's tables; "
+                                            "readers may use a read-only role (docs/sql.md, `ledger sql --role`)")
     if dbmod.is_sqlite(url) and dbmod.inspect_sqlite(dbmod.sqlite_path(url)).kind != "ok":
         raise IndexError_(f"cannot update the index {where} ({why}), and there is no usable index to read",
-                          hint="ask the home's owner to run `ledger index`, or pass a writable "
-                               "--db PATH to index the home into")
+                          hint=disk_hint or "ask the home's owner to run `ledger index`, or pass a writable "
+                                            "--db PATH to index the home into")
     notify(f"ledger: cannot update the index {where} ({why}); answering from it as it is: it may be stale")
     return IndexSummary()
 

@@ -111,9 +111,10 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
         except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
             from ledger.index.ops import read_only_failure
 
-            if read_only_failure(exc) is None:
+            why = read_only_failure(exc)
+            if why is None:
                 raise
-            notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
+            notify(f"ledger: cannot update the report's tables ({why.strip().splitlines()[0]}); they may be stale")
         with reading(url) as c:
             return [run_report(c, q) for q in queries]
 
