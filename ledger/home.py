@@ -130,8 +130,10 @@ def ensure_home_uid(home: str | os.PathLike[str]) -> str | None:
         return uid
     final = os.path.join(home, HOME_ID_FILE)
     tmp = os.path.join(home, f".{HOME_ID_FILE}.{os.getpid()}.tmp")
-    data = json.dumps({"schema_version": 1, "home_id": str(uuid.uuid4()), "created_on": socket.gethostname()},
-                      indent=2).encode() + b"\n"
+    # where the id was made (issue 32): a copy of this file in another home (`cp -a`, rsync)
+    # is told apart from the home itself by `ledger push` (home_origin)
+    data = json.dumps({"schema_version": 1, "home_id": str(uuid.uuid4()), "created_on": socket.gethostname(),
+                       "path": os.path.realpath(home), "machine": machine_id()}, indent=2).encode() + b"\n"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except OSError:
@@ -156,6 +158,26 @@ def ensure_home_uid(home: str | os.PathLike[str]) -> str | None:
         except OSError:
             pass
     return read_home_uid(home)
+
+
+def home_origin(home: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """(path, machine) where the home's id was made, from `home-id.json`; None when the file
+    does not say (written before issue 32) or is missing."""
+    import json
+
+    try:
+        fd = os.open(os.path.join(home, HOME_ID_FILE), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        data = json.loads(os.read(fd, 4096))
+    except ValueError:
+        return None
+    finally:
+        os.close(fd)
+    path, machine = (data.get("path"), data.get("machine")) if isinstance(data, dict) else (None, None)
+    return (path, machine) if isinstance(path, str) and isinstance(machine, str) else None
 
 
 def machine_id() -> str:

@@ -60,6 +60,10 @@ HOMES_DIR = "homes"
 INDEX_DIR = "index"
 LOCK_FILE = ".push.lock"
 STATE_FILE = ".push-state.json"  # in the store's copy of a home: what the last push verified
+FROM_FILE = ".pushed-from.json"  # in the store's copy of a home: the (path, machine) it is pushed from
+COPIED_ID_HINT = ("this home carries a copy of another home's id (home-id.json copied with `cp -a` or rsync): "
+                  "move its home-id.json aside and run `ledger index` (this home gets an id of its own), "
+                  "then push again; the same goes for a home that was moved")
 STATE_VERSION = 1
 PREFIX_BYTES = 4096
 TAIL_BYTES = 256
@@ -291,6 +295,32 @@ def open_store(dest: str | os.PathLike[str], home: str | os.PathLike[str] | None
             raise LedgerError(f"{p} is not a directory (a symlink is never followed)", hint=STORE_HINT)
         _mkdirs(p)
     return Path(d)
+
+
+def _check_pushed_from(dest_home: str, home: str, uid: str, here: tuple[str, str]) -> None:
+    """The store's copy of a home is pushed from one place: the first push records it
+    (FROM_FILE); a push of the same id from another path or machine is refused (issue 32: a
+    second home carrying a copy of the first's home-id.json, also one written before the id
+    file said where it was made)."""
+    import json
+
+    path = os.path.join(dest_home, FROM_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        _link_new(path, json.dumps({"path": here[0], "machine": here[1]}).encode() + b"\n")
+        return
+    try:
+        data = json.loads(os.read(fd, 4096))
+        first = (data["path"], data["machine"])
+    except (ValueError, KeyError, TypeError):
+        return  # (not ours to judge: the store's own bookkeeping, damaged; nothing is refused for it)
+    finally:
+        os.close(fd)
+    if first != here:
+        where = first[0] + ("" if first[1] == here[1] else " on another machine")
+        raise LedgerError(f"the store already holds the home {uid} pushed from {where}; {home} has the same id: "
+                          "pushing would merge its runs into that home's", hint=COPIED_ID_HINT)
 
 
 def _link_new(path: str, data: bytes) -> None:
@@ -953,13 +983,19 @@ def push(home: str | os.PathLike[str], dest: str | os.PathLike[str], *,
 
 def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: Progress | None, full: bool,
           pending: list[tuple[str, str, bool]]) -> PushSummary:
-    from ledger.home import HOME_ID_FILE, check_home, ensure_home_uid
+    from ledger.home import HOME_ID_FILE, check_home, ensure_home_uid, home_origin, machine_id
 
     t0 = time.perf_counter()
     home_abs = os.path.abspath(os.path.expanduser(os.fspath(home)))
     check_home(home_abs)
     if is_store(home_abs):
         raise LedgerError(f"{home_abs} is a record store, not a home", hint="push a home: --home HOME")
+    here = (os.path.realpath(home_abs), machine_id())
+    origin = home_origin(home_abs)
+    if origin is not None and origin != here:  # (before anything is written into the store)
+        where = origin[0] + ("" if origin[1] == here[1] else " on another machine")
+        raise LedgerError(f"the home {home_abs} has the id of the home at {where} (its home-id.json says so): "
+                          "pushing would merge its runs into that home's in the store", hint=COPIED_ID_HINT)
     store = open_store(dest, home_abs)
     uid = ensure_home_uid(home_abs)
     if uid is None:
@@ -968,6 +1004,7 @@ def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: 
     dest_home = os.path.join(store, HOMES_DIR, uid)
     if os.path.realpath(dest_home) == os.path.realpath(home_abs):
         raise LedgerError(f"{home_abs} is the store's own copy of this home", hint="push the original home")
+
     if os.path.islink(dest_home):
         raise LedgerError(f"{dest_home} is a symlink (never followed)", hint=STORE_HINT)
     _mkdirs(dest_home)
@@ -976,6 +1013,7 @@ def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: 
     p = _Pusher(home_abs, dest_home, summary)
     p.pending = pending  # (push() removes what a failed batch left under temporary names)
     with _Lock(os.path.join(dest_home, LOCK_FILE)):
+        _check_pushed_from(dest_home, home_abs, uid, here)
         if not full:
             p.load_state()
         p.push(_Item(HOME_ID_FILE, ONCE))

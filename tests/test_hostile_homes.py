@@ -319,3 +319,57 @@ def test_push_to_a_read_only_or_full_store_is_an_error_naming_it(small_disk, tmp
     (dest,) = (store / "homes").iterdir()
     res = ledger("verify", "--home", str(dest), env=env)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ---------------------------------------------------------------- 10, 11. copied homes, copied ids
+
+def _run_ids(res: subprocess.CompletedProcess) -> list[str]:
+    assert res.returncode == 0, res.stderr
+    return sorted(r["id"] for r in orjson.loads(res.stdout))
+
+
+def test_a_home_copied_with_its_index_reports_itself_and_names_the_original(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    mine = [make_run(a).name for _ in range(3)]
+    assert ledger("report", "--home", str(a)).returncode == 0  # a's index, built at a's path
+    shutil.copytree(a, b, symlinks=True)  # cp -a: the index comes along
+    b_only = make_run(b).name
+    a_later = [make_run(a).name for _ in range(2)]
+    res = ledger("report", "--json", "--home", str(b))
+    assert res.returncode == 0, res.stderr
+    assert orjson.loads(res.stdout)["totals"]["runs"] == 4, res.stdout  # b's four runs, nothing of a's
+    assert f"another home's index (it holds {a}" in res.stderr, res.stderr
+    assert _run_ids(ledger("runs", "--all", "--json", "--home", str(b))) == sorted(mine + [b_only])
+    homes = orjson.loads(ledger("homes", "list", "--json", "--home", str(b)).stdout)
+    assert [h["path"] for h in homes] == [str(b)]
+    # a's own index is a's, and goes on as before
+    assert _run_ids(ledger("runs", "--all", "--json", "--home", str(a))) == sorted(mine + a_later)
+    res = ledger("report", "--json", "--home", str(a))
+    assert orjson.loads(res.stdout)["totals"]["runs"] == 5 and "another home" not in res.stderr
+
+
+def test_push_refuses_a_home_carrying_a_copy_of_another_homes_id(tmp_path):
+    a, b, store = tmp_path / "a", tmp_path / "b", tmp_path / "store"
+    make_run(a)
+    assert ledger("push", "--home", str(a), "--to", str(store)).returncode == 0
+    shutil.copytree(a, b, symlinks=True)
+    make_run(b)
+    before = tree_state(store)
+    res = ledger("push", "--home", str(b), "--to", str(store))
+    error_and_hint(res)
+    assert f"has the id of the home at {a}" in res.stderr and "move its home-id.json aside" in res.stderr
+    assert tree_state(store) == before
+    # an id file written before it said where it was made: the store knows where it was pushed from
+    doc = orjson.loads((b / "home-id.json").read_bytes())
+    (b / "home-id.json").write_bytes(orjson.dumps({k: v for k, v in doc.items() if k not in ("path", "machine")}))
+    res = ledger("push", "--home", str(b), "--to", str(store))
+    error_and_hint(res)
+    assert f"pushed from {a}" in res.stderr, res.stderr
+    assert tree_state(store) == before
+    # the way out the hint gives: b gets an id of its own and is pushed as a home of its own
+    (b / "home-id.json").rename(tmp_path / "b-home-id.json")
+    assert ledger("index", "--home", str(b)).returncode == 0
+    res = ledger("push", "--home", str(b), "--to", str(store))
+    assert res.returncode == 0, res.stderr
+    assert len(list((store / "homes").iterdir())) == 2
+    assert ledger("push", "--home", str(a), "--to", str(store)).returncode == 0  # a is still a

@@ -62,6 +62,30 @@ def _refuse_losing_homes(url: str, homes: Sequence[str]) -> None:
                                "or build a new index with --db")
 
 
+def _copied_from(url: str, homes: Sequence[str]) -> list[str]:
+    """The homes a home's own index holds when it holds none of `homes` on this machine: it
+    was made for another home (a home copied or moved with its index.sqlite), whose runs it
+    would go on reporting next to this home's (issue 32). [] when it is this home's index
+    (or empty)."""
+    import sqlite3
+
+    from ledger.home import machine_id
+
+    try:
+        con = sqlite3.connect(dbmod._ro_uri(dbmod.sqlite_path(url)), uri=True, timeout=5)
+        try:
+            rows = con.execute("SELECT path, machine FROM homes ORDER BY home_id").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []
+    mine = machine_id()
+    reals = {os.path.realpath(h) for h in homes} | {os.path.abspath(h) for h in homes}
+    if not rows or any(p in reals and m in (None, mine) for p, m in rows):
+        return []
+    return list(dict.fromkeys(p for p, _m in rows))
+
+
 def _merge_homes(first: Sequence[str], more: Sequence[str]) -> list[str]:
     out: list[str] = []
     for h in list(first) + list(more):
@@ -384,6 +408,12 @@ def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
                     eng.dispose()
             notify(f"ledger: upgraded the index {path} from schema revision {status.revision} to {dbmod.HEAD}")
             status = dbmod.FileStatus("ok", revision=dbmod.HEAD)
+        if status.kind == "ok" and owned and not rebuild:
+            others = _copied_from(url, homes)
+            if others:  # (issue 32: a home copied with its index reports itself, not the original)
+                status = dbmod.FileStatus("corrupt", f"another home's index (it holds {others[0]}"
+                                          + (f" and {len(others) - 1} more" if len(others) > 1 else "")
+                                          + ", not this home: a copy made with the home, e.g. `cp -a`)")
         if status.kind == "ok" and not rebuild:
             try:
                 with dbmod.flock(dbmod.file_lock(path), exclusive=False):
