@@ -78,6 +78,21 @@ def _index(home: Path, db: str | None, notify: Any, named: bool = True) -> tuple
     return url, homes
 
 
+def _home_row(conn: Any, url: str, home: Path, notify: Any) -> int | None:
+    """The index's row of `home` (rawread.home_id); one holding its id at another path when
+    there is none at its own, saying so (issue 32: a store indexed at another mount path)."""
+    from ledger.index import rawread
+    from ledger.home import home_problem
+
+    hid = rawread.home_id(conn, home)
+    if hid is None and home_problem(home) is None:
+        elsewhere = rawread.home_elsewhere(conn, home)
+        notify(rawread.not_here_message(url, home, elsewhere))
+        if elsewhere is not None:
+            hid = elsewhere[0]
+    return hid
+
+
 def indexed_runs(home: Path, db: str | None, all_: bool, notify: Any,
                  now: datetime | None = None) -> list[RunSnapshot]:
     """`ledger runs` through the index: auto-index the home, then select from the database.
@@ -102,7 +117,7 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
     def read() -> Any:
         # the rule picks among light candidates; only the runs it shows become full snapshots
         with rawread.reading(url) as conn:  # (the driver: no SQLAlchemy, issue 10)
-            hid = rawread.home_id(conn, home)
+            hid = _home_row(conn, url, home, notify)
             sel = select(queries.list_candidates(conn, hid, wide, now), all_, now, filters)
             if hid is not None:
                 sel.runs = queries.snapshots_of(conn, hid, sel.runs)
@@ -121,6 +136,6 @@ def indexed_run(home: Path, db: str | None, selector: str, notify: Any, named: b
 
     def read() -> RunSnapshot:
         with rawread.reading(url) as conn:
-            return queries.get_run(conn, rawread.home_id(conn, home), selector)
+            return queries.get_run(conn, _home_row(conn, url, home, notify), selector)
 
     return ops.read_repairing(homes, url, read, notify)

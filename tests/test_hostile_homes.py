@@ -373,3 +373,37 @@ def test_push_refuses_a_home_carrying_a_copy_of_another_homes_id(tmp_path):
     assert res.returncode == 0, res.stderr
     assert len(list((store / "homes").iterdir())) == 2
     assert ledger("push", "--home", str(a), "--to", str(store)).returncode == 0  # a is still a
+
+
+# ---------------------------------------------------------------- 12. a store indexed at another mount path
+
+def _ro(path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`ledger ARGS` with `path` mounted read-only (a private mount namespace; root)."""
+    script = f'mount --bind "{path}" "{path}" && mount -o remount,bind,ro "{path}" && exec "{sys.executable}" -m ledger "$@"'
+    return run_cli(["unshare", "-m", "sh", "-c", script, "sh", *args], env=_env())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root for a read-only mount")
+def test_a_store_indexed_at_another_mount_path_is_matched_by_id_and_said(tmp_path):
+    home, old, new = tmp_path / "home", tmp_path / "mnt-a", tmp_path / "mnt-b"
+    runs = sorted(make_run(home).name for _ in range(3))
+    old.mkdir()
+    assert ledger("push", "--home", str(home), "--to", str(old / "store")).returncode == 0
+    assert ledger("report", "--home", str(old / "store")).returncode == 0  # STORE/index/, made at mnt-a
+    old.rename(new)  # the share is mounted elsewhere now
+    (dest,) = (new / "store" / "homes").iterdir()
+    # read-only there: the index as it is, its rows found by the home's id, and said
+    res = _ro(new, "runs", "--json", "--all", "--home", str(new / "store"))
+    assert _run_ids(res) == runs
+    said = f"holds no home at {dest}; it holds the same home id at {old / 'store' / 'homes' / dest.name}"
+    assert said in res.stderr, res.stderr
+    res = _ro(new, "show", runs[0], "--home", str(new / "store"))
+    assert res.returncode == 0 and said in res.stderr, res.stderr
+    res = _ro(new, "report", "--json", "--home", str(new / "store"))
+    assert res.returncode == 0 and said in res.stderr, res.stderr
+    assert orjson.loads(res.stdout)["totals"]["runs"] == 3
+    # writable: the store's own index, made at the old path, is rebuilt at this one
+    res = ledger("runs", "--json", "--all", "--home", str(new / "store"))
+    assert _run_ids(res) == runs and "another home's index" in res.stderr, res.stderr
+    res = ledger("runs", "--json", "--all", "--home", str(new / "store"))
+    assert _run_ids(res) == runs and "holds no home" not in res.stderr and "another home" not in res.stderr

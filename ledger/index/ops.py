@@ -86,6 +86,14 @@ def _copied_from(url: str, homes: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(p for p, _m in rows))
 
 
+def _store_index(url: str, homes: Sequence[str]) -> bool:
+    """Whether `url` is the own index of the record store holding `homes` (STORE/index/)."""
+    from ledger.store import index_base, is_store
+
+    stores = {os.path.dirname(os.path.dirname(h)) for h in homes}
+    return any(is_store(s) and url == dbmod.default_url(index_base(s)) for s in stores)
+
+
 def _merge_homes(first: Sequence[str], more: Sequence[str]) -> list[str]:
     out: list[str] = []
     for h in list(first) + list(more):
@@ -191,7 +199,7 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     summary: IndexSummary
     try:
         if dbmod.is_sqlite(url):
-            owned = any(url == dbmod.default_url(h) for h in homes_abs)
+            owned = any(url == dbmod.default_url(h) for h in homes_abs) or _store_index(url, homes_abs)
             _check_parent(dbmod.sqlite_path(url), create=not stale_ok)
             summary = _index_sqlite(homes_abs, url, rebuild, notify, progress, racy_ns, full, owned)
         else:
@@ -413,7 +421,8 @@ def _index_sqlite(homes: list[str], url: str, rebuild: bool, notify: Notify, pro
             if others:  # (issue 32: a home copied with its index reports itself, not the original)
                 status = dbmod.FileStatus("corrupt", f"another home's index (it holds {others[0]}"
                                           + (f" and {len(others) - 1} more" if len(others) > 1 else "")
-                                          + ", not this home: a copy made with the home, e.g. `cp -a`)")
+                                          + ", not this home: copied with the home, e.g. `cp -a`, or the home "
+                                            "moved or mounted elsewhere)")
         if status.kind == "ok" and not rebuild:
             try:
                 with dbmod.flock(dbmod.file_lock(path), exclusive=False):

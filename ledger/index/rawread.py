@@ -98,6 +98,35 @@ def home_id(conn: Conn, home: str | os.PathLike[str]) -> int | None:
     return None if row is None else row[0]
 
 
+def home_elsewhere(conn: Conn, home: str | os.PathLike[str]) -> tuple[int, str] | None:
+    """(row, path) of the index's row holding this home's id at another path, for a home
+    home_id() does not find at its own: a store indexed where it was mounted before, a home
+    moved or copied with its index (issue 32: matched by id, and said). None: no such row
+    (or the home has no id)."""
+    from ledger.home import read_home_uid
+
+    path = os.path.realpath(os.fspath(home))
+    try:
+        uid = read_home_uid(path)
+    except Exception:  # noqa: BLE001 - (a damaged id file: nothing to match)
+        return None
+    if uid is None:
+        return None
+    row = conn.one("SELECT home_id, path FROM homes WHERE uid = ? AND path != ? ORDER BY home_id LIMIT 1", (uid, path))
+    return None if row is None else (row[0], row[1])
+
+
+def not_here_message(url: str, home: str | os.PathLike[str], elsewhere: tuple[int, str] | None) -> str:
+    """What a reader says when the index holds no row for `home` at its path."""
+    from ledger.index.db import redact_url
+
+    if elsewhere is None:
+        return f"ledger: the index {redact_url(url)} holds no home at {home}"
+    return (f"ledger: the index {redact_url(url)} holds no home at {home}; it holds the same home id at "
+            f"{elsewhere[1]} (indexed where it was before: another mount path, a moved or copied home): answering "
+            "from that; `ledger index --rebuild` with the same --home indexes it at this path")
+
+
 def boolean(v: Any) -> bool | None:
     """A Boolean column (SQLite stores 0/1)."""
     return None if v is None else bool(v)

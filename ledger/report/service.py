@@ -59,6 +59,19 @@ def _synced_small(url: str, groups: bool = True) -> bool:
         return False
 
 
+def _say_homes_elsewhere(url: str, homes: list[Path], notify: Notify) -> None:
+    """A named home the index holds no row for at its path is said (issue 32: a store whose
+    index was built at another mount path reported `0 runs`, only "may be stale"); the row
+    holding its id elsewhere is named (the report counts every home of the index)."""
+    from ledger.home import home_problem
+    from ledger.index import rawread
+
+    with rawread.reading(url) as c:
+        for h in homes:
+            if home_problem(h) is None and rawread.home_id(c, h) is None:
+                notify(rawread.not_here_message(url, h, rawread.home_elsewhere(c, h)))
+
+
 def query(url: str, q: ReportQuery) -> Report:
     from ledger.index.ops import reading
 
@@ -99,6 +112,8 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
     def read() -> list[Report]:
         from ledger.index.rawread import reading
 
+        if homes:
+            _say_homes_elsewhere(url, homes, notify)
         if not resync:
             from ledger.report.synced import facts_current
 
