@@ -100,7 +100,7 @@ from ledger.records.timefmt import format_utc, parse_rfc3339
 from ledger.records.verdict import MCP_PREFIX, TOOL_STATUSES, tool_status
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
-STATE_VERSION = 3  # 2: tool calls; 3: tool results, a level's thread start (older states lack them)
+STATE_VERSION = 4  # 2: tool calls; 3: tool results, a level's thread start; 4: calls by response id, tiers
 
 # Raw cumulative fields, in the order a level stores them.
 RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
@@ -112,8 +112,8 @@ _IN, _CACHED, _WRITE, _OUT, _REASON = range(5)
 # Envelope kinds Codex writes; anything else is reported. Legacy pre-envelope rollouts hold
 # bare ResponseItems, whose kinds are known too (they carry no usage).
 KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted",
-                         # written by 0.169 (a context snapshot; per-response usage, which the
-                         # cumulative token_count already holds): nothing to count in them
+                         # written by 0.169: a context snapshot (nothing to count), and one
+                         # record per API call (its response id and usage: counted)
                          "world_state", "token_usage_record"})
 LEGACY_ITEM_TYPES = frozenset({
     "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
@@ -133,11 +133,16 @@ _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
 
 # Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
-# own thread's start (its session_meta's time)]
-_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START = range(7)
+# own thread's start (its session_meta's time), service tier, the parent's chain while the file
+# is a paginated fork before its first own call (else None)]
+_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER, _F_FORKBASE = range(9)
 # Level entry layout: [time, model, session, file, line, the file's thread start,
-# [predecessor level keys ("" = zero)]]
-_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS = range(7)
+# [predecessor level keys ("" = zero)], the response id of the call that reached it (charged by
+# that call's record, not as a delta) or None, service tier]
+_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_TIER = range(9)
+# Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
+# start, its usage's level key, service tier, [chain, level key] of the level it continues]
+_R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_BASE = range(9)
 # Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
 _C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
@@ -164,6 +169,8 @@ class Delta:
     restart: bool               # charged whole: the total went down before it
     file: str
     line: int
+    service_tier: str | None = None   # `priority`, `flex`, ... (None: the default tier)
+    response_id: str | None = None    # the call's own record (0.169), else a delta of totals
 
     @property
     def day(self) -> str | None:
@@ -222,6 +229,17 @@ def _level_key(u: dict[str, Any]) -> str | None:
 
 def _level(key: str) -> list[int | None]:
     return [int(x) if x else None for x in key.split(",")] if key else [None] * 5
+
+
+def _counters(d: list[int | None]) -> dict[str, int | None]:
+    """Raw usage (OpenAI's: input includes cached input and cache writes) in ledger's shape."""
+    inp = d[_IN]
+    if inp is not None:
+        inp -= (d[_CACHED] or 0) + (d[_WRITE] or 0)
+        if inp < 0:
+            inp = None  # the client's own counters disagree: unknown, not negative
+    return {"input_tokens": inp, "cache_read_tokens": d[_CACHED], "cache_write_tokens": d[_WRITE],
+            "output_tokens": d[_OUT], "reasoning_tokens": d[_REASON]}
 
 
 def _le(a: list[int | None], b: list[int | None]) -> bool:
@@ -306,8 +324,11 @@ class CodexUsage:
         self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
         # chain -> level key -> entry (layout above)
         self._chains: dict[str, dict[str, list[Any]]] = {
-            c: {k: [*e[:_L_PREDS], list(e[_L_PREDS])] for k, e in lv.items()}
+            c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
             for c, lv in s.get("chains", {}).items()}
+        # response id -> the call's earliest record (layout above)
+        self._responses: dict[str, list[Any]] = {
+            k: [*e[:_R_BASE], list(e[_R_BASE]) if e[_R_BASE] else None] for k, e in s.get("responses", {}).items()}
         # own thread id -> session summary fields (from the file's first session_meta)
         self._sessions: dict[str, dict[str, Any]] = {
             k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
@@ -322,8 +343,10 @@ class CodexUsage:
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
-                "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS])] for k, e in lv.items()}
+                "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
                            for c, lv in self._chains.items()},
+                "responses": {k: [*e[:_R_BASE], list(e[_R_BASE]) if e[_R_BASE] else None]
+                              for k, e in self._responses.items()},
                 "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
                 "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
                 "results": {c: dict(r) for c, r in self._results.items()},
@@ -346,7 +369,7 @@ class CodexUsage:
         cur = self._files.get(file)
         if cur is None:
             # before any session_meta: the shared chain "" (see the module's rules)
-            cur = self._files[file] = [0, 0, None, "", None, None, None]
+            cur = self._files[file] = [0, 0, None, "", None, None, None, None, None]
         if offset != cur[_F_OFF]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
         end = complete_end(data)
@@ -374,10 +397,17 @@ class CodexUsage:
             self._session_meta(payload, ts, cur, file, lineno)
         elif kind == "turn_context":
             cur[_F_MODEL] = _str(payload.get("model")) or cur[_F_MODEL]
+        elif kind == "token_usage_record":
+            self._record(payload, ts, cur, file, lineno)
         elif kind == "event_msg":
             ptype = payload.get("type")
             if ptype == "token_count":
                 self._token_count(payload, ts, cur, file, lineno)
+            elif ptype == "thread_settings_applied":
+                settings = payload.get("thread_settings")
+                if isinstance(settings, dict) and "service_tier" in settings:
+                    tier = _str(settings.get("service_tier"))
+                    cur[_F_TIER] = None if tier == "default" else tier
             elif ptype in _EVENT_RESULTS:
                 self._event_result(ptype, payload, cur)
         elif kind == "response_item":
@@ -394,12 +424,19 @@ class CodexUsage:
             self._problem(file, lineno, "session_meta without an id")
             return
         parent = _str(p.get("forked_from_id"))
+        # a 0.169 fork (`history_mode: paginated`, `history_base`): it copies none of its parent's
+        # lines; its totals go on from the parent's at the fork point. Its own chain; the levels
+        # before its first call are the parent's (re-emitted), never its own.
+        paged = parent is not None and cur[_F_OWN] is None and (
+            p.get("history_mode") == "paginated" or isinstance(p.get("history_base"), dict)
+            or "forked_from_ordinal_exclusive" in p)
         # the chain the following lines continue: a copied ancestor's meta overrides this
-        chain = parent or sid
+        chain = sid if paged else (parent or sid)
         if chain != cur[_F_CHAIN]:
             cur[_F_CHAIN], cur[_F_PREV] = chain, None  # the previous level was another chain's
         if cur[_F_OWN] is not None:
             return  # a copied parent meta (or a repeat): the file's own thread stays the first one
+        cur[_F_FORKBASE] = parent if paged else None
         cur[_F_OWN] = sid
         cur[_F_START] = _utc(p.get("timestamp")) or ts
         git = p.get("git") if isinstance(p.get("git"), dict) else {}
@@ -426,16 +463,25 @@ class CodexUsage:
         if key is None:
             self._problem(file, lineno, "token_count without a cumulative total_token_usage: not counted")
             return
-        model = _str(info.get("model")) or cur[_F_MODEL]
+        if cur[_F_FORKBASE] is not None:
+            cur[_F_PREV] = key  # a paginated fork before its first call: the parent's total, re-emitted
+            return
+        self._level(key, _str(info.get("model")) or cur[_F_MODEL], ts, cur, file, lineno, None)
+
+    def _level(self, key: str, model: str | None, ts: str | None, cur: list[Any], file: str, lineno: int,
+               response_id: str | None) -> None:
+        """A cumulative total seen (a token_count's, or a call record's thread total)."""
         session = cur[_F_OWN] or thread_of_path(file)
         levels = self._chains.setdefault(cur[_F_CHAIN], {})
         prev = cur[_F_PREV]
         e = levels.get(key)
         start = cur[_F_START]
         if e is None:
-            levels[key] = [ts, model, session, file, lineno, start, [prev or ""]]
+            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur[_F_TIER]]
             cur[_F_PREV] = key
             return
+        if response_id is not None:
+            e[_L_RESP] = response_id
         if key == prev:
             pass  # an exact repeat: nothing to charge
         elif prev is not None and _le(_level(key), _level(prev)):
@@ -454,6 +500,30 @@ class CodexUsage:
                 e[_L_MODEL] = model
         elif e[_L_MODEL] is None:
             e[_L_MODEL] = model
+
+    def _record(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+        """A `token_usage_record` (0.169: one per API call): the call's own `usage`, keyed by its
+        `response_id` (counted once wherever it is copied), and `thread_token_usage`, the
+        cumulative total after it (a level, so the token_count repeating it adds nothing)."""
+        rid = _str(p.get("response_id"))
+        usage = p.get("usage")
+        ukey = _level_key(usage) if isinstance(usage, dict) else None
+        if rid is None or ukey is None:
+            self._problem(file, lineno, "token_usage_record without a response_id or a usage: "
+                                        "counted by the token_count totals")
+            return
+        thread = p.get("thread_token_usage")
+        tkey = _level_key(thread) if isinstance(thread, dict) else None
+        base = [cur[_F_FORKBASE], cur[_F_PREV]] if cur[_F_FORKBASE] is not None and cur[_F_PREV] else None
+        start = cur[_F_START]
+        e = self._responses.get(rid)
+        if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
+                e[_R_TS] is None, e[_R_TS] or "", e[_R_START] is None, e[_R_START] or "", e[_R_FILE], e[_R_LINE]):
+            self._responses[rid] = [ts, cur[_F_MODEL], cur[_F_OWN] or thread_of_path(file), file, lineno, start,
+                                    ukey, cur[_F_TIER], base]
+        cur[_F_FORKBASE] = None  # the fork's own calls have begun
+        if tkey is not None:
+            self._level(tkey, cur[_F_MODEL], ts, cur, file, lineno, rid)
 
     def _call(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
         kind = p.get("type")
@@ -510,8 +580,19 @@ class CodexUsage:
 
     # ---- results -----------------------------------------------------------------------
     def deltas(self) -> Iterator[Delta]:
+        for rid, r in self._responses.items():
+            model = r[_R_MODEL]
+            if model is None and r[_R_BASE]:
+                # a fork's call before its first turn_context (the compaction a fork on another
+                # model runs first): the model of the parent's level it continues
+                base = self._chains.get(r[_R_BASE][0], {}).get(r[_R_BASE][1])
+                model = base[_L_MODEL] if base else None
+            yield Delta(r[_R_SESSION] or "", model, r[_R_TS], r[_R_SESSION], _counters(_level(r[_R_USAGE])), False,
+                        r[_R_FILE], r[_R_LINE], r[_R_TIER], rid)
         for chain, levels in self._chains.items():
             for key, e in levels.items():
+                if e[_L_RESP] is not None and e[_L_RESP] in self._responses:
+                    continue  # charged by its call's record
                 lv = _level(key)
                 below: list[int | None] = [None] * 5
                 best = -1
@@ -522,15 +603,8 @@ class CodexUsage:
                 restart = any(pk and not _le(_level(pk), lv) for pk in e[_L_PREDS]) and not any(
                     pk and pk != key and _le(_level(pk), lv) for pk in e[_L_PREDS])
                 d = [None if v is None else v - (b or 0) for v, b in zip(lv, below)]
-                inp = d[_IN]
-                if inp is not None:
-                    inp -= (d[_CACHED] or 0) + (d[_WRITE] or 0)
-                    if inp < 0:
-                        inp = None  # the client's own counters disagree: unknown, not negative
-                counters = {"input_tokens": inp, "cache_read_tokens": d[_CACHED], "cache_write_tokens": d[_WRITE],
-                            "output_tokens": d[_OUT], "reasoning_tokens": d[_REASON]}
-                yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], counters, restart, e[_L_FILE],
-                            e[_L_LINE])
+                yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], _counters(d), restart, e[_L_FILE],
+                            e[_L_LINE], e[_L_TIER])
 
     def tools(self) -> dict[str, dict[str, int]]:
         """Tool calls per thread (the thread whose file holds a call's earliest copy) and name,
