@@ -133,16 +133,18 @@ _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
 
 # Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
-# own thread's start (its session_meta's time), service tier, the parent's chain while the file
-# is a paginated fork before its first own call (else None)]
-_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER, _F_FORKBASE = range(9)
+# own thread's start (its session_meta's time), service tier]
+_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER = range(8)
 # Level entry layout: [time, model, session, file, line, the file's thread start,
 # [predecessor level keys ("" = zero)], the response id of the call that reached it (charged by
 # that call's record, not as a delta) or None, service tier]
 _L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_TIER = range(9)
 # Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
-# start, its usage's level key, service tier, [chain, level key] of the level it continues]
-_R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_BASE = range(9)
+# start, its usage's level key, service tier, its chain]
+_R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_CHAIN = range(9)
+# Paginated fork entry (per fork chain): [parent thread, forked_from_ordinal_exclusive, the
+# level below its first call as its first record states it (thread total - usage) or None]
+_K_PARENT, _K_ORDINAL, _K_BASE = range(3)
 # Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
 _C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
@@ -327,8 +329,9 @@ class CodexUsage:
             c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
             for c, lv in s.get("chains", {}).items()}
         # response id -> the call's earliest record (layout above)
-        self._responses: dict[str, list[Any]] = {
-            k: [*e[:_R_BASE], list(e[_R_BASE]) if e[_R_BASE] else None] for k, e in s.get("responses", {}).items()}
+        self._responses: dict[str, list[Any]] = {k: list(e) for k, e in s.get("responses", {}).items()}
+        # paginated fork chain -> entry (layout above)
+        self._forks: dict[str, list[Any]] = {k: list(e) for k, e in s.get("forks", {}).items()}
         # own thread id -> session summary fields (from the file's first session_meta)
         self._sessions: dict[str, dict[str, Any]] = {
             k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
@@ -345,8 +348,8 @@ class CodexUsage:
         return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
                 "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
                            for c, lv in self._chains.items()},
-                "responses": {k: [*e[:_R_BASE], list(e[_R_BASE]) if e[_R_BASE] else None]
-                              for k, e in self._responses.items()},
+                "responses": {k: list(e) for k, e in self._responses.items()},
+                "forks": {k: list(e) for k, e in self._forks.items()},
                 "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
                 "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
                 "results": {c: dict(r) for c, r in self._results.items()},
@@ -369,7 +372,7 @@ class CodexUsage:
         cur = self._files.get(file)
         if cur is None:
             # before any session_meta: the shared chain "" (see the module's rules)
-            cur = self._files[file] = [0, 0, None, "", None, None, None, None, None]
+            cur = self._files[file] = [0, 0, None, "", None, None, None, None]
         if offset != cur[_F_OFF]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
         end = complete_end(data)
@@ -425,8 +428,8 @@ class CodexUsage:
             return
         parent = _str(p.get("forked_from_id"))
         # a 0.169 fork (`history_mode: paginated`, `history_base`): it copies none of its parent's
-        # lines; its totals go on from the parent's at the fork point. Its own chain; the levels
-        # before its first call are the parent's (re-emitted), never its own.
+        # lines; its totals go on from the parent's at the fork point: its own chain, whose zero
+        # is the parent's level at the fork point (deltas: _fork_bases)
         paged = parent is not None and cur[_F_OWN] is None and (
             p.get("history_mode") == "paginated" or isinstance(p.get("history_base"), dict)
             or "forked_from_ordinal_exclusive" in p)
@@ -436,7 +439,11 @@ class CodexUsage:
             cur[_F_CHAIN], cur[_F_PREV] = chain, None  # the previous level was another chain's
         if cur[_F_OWN] is not None:
             return  # a copied parent meta (or a repeat): the file's own thread stays the first one
-        cur[_F_FORKBASE] = parent if paged else None
+        if paged and sid not in self._forks:
+            n = p.get("forked_from_ordinal_exclusive")
+            hb = p.get("history_base") if isinstance(p.get("history_base"), dict) else {}
+            n = n if type(n) is int else hb.get("end_ordinal_exclusive")
+            self._forks[sid] = [parent, n if type(n) is int else None, None]
         cur[_F_OWN] = sid
         cur[_F_START] = _utc(p.get("timestamp")) or ts
         git = p.get("git") if isinstance(p.get("git"), dict) else {}
@@ -462,9 +469,6 @@ class CodexUsage:
         key = _level_key(total) if isinstance(total, dict) else None
         if key is None:
             self._problem(file, lineno, "token_count without a cumulative total_token_usage: not counted")
-            return
-        if cur[_F_FORKBASE] is not None:
-            cur[_F_PREV] = key  # a paginated fork before its first call: the parent's total, re-emitted
             return
         self._level(key, _str(info.get("model")) or cur[_F_MODEL], ts, cur, file, lineno, None)
 
@@ -514,14 +518,17 @@ class CodexUsage:
             return
         thread = p.get("thread_token_usage")
         tkey = _level_key(thread) if isinstance(thread, dict) else None
-        base = [cur[_F_FORKBASE], cur[_F_PREV]] if cur[_F_FORKBASE] is not None and cur[_F_PREV] else None
         start = cur[_F_START]
         e = self._responses.get(rid)
         if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
                 e[_R_TS] is None, e[_R_TS] or "", e[_R_START] is None, e[_R_START] or "", e[_R_FILE], e[_R_LINE]):
             self._responses[rid] = [ts, cur[_F_MODEL], cur[_F_OWN] or thread_of_path(file), file, lineno, start,
-                                    ukey, cur[_F_TIER], base]
-        cur[_F_FORKBASE] = None  # the fork's own calls have begun
+                                    ukey, cur[_F_TIER], cur[_F_CHAIN]]
+        fork = self._forks.get(cur[_F_CHAIN])
+        if fork is not None and fork[_K_BASE] is None and tkey is not None:
+            below = [None if t is None else t - (u or 0) for t, u in zip(_level(tkey), _level(ukey))]
+            if all(v is None or v >= 0 for v in below):
+                fork[_K_BASE] = ",".join("" if v is None else str(v) for v in below)
         if tkey is not None:
             self._level(tkey, cur[_F_MODEL], ts, cur, file, lineno, rid)
 
@@ -579,24 +586,52 @@ class CodexUsage:
             res[key] = status
 
     # ---- results -----------------------------------------------------------------------
+    def _fork_bases(self) -> dict[str, tuple[str, str | None]]:
+        """Each paginated fork chain's zero: (the level key its totals go on from, the model of
+        that level). The parent's level at the fork point (its last level on a line before
+        `forked_from_ordinal_exclusive`, ordinals counting the parent's lines from 0) when the
+        parent's rollout was read; else what the fork's first record states (its thread total
+        less its usage); else zero."""
+        if not self._forks:
+            return {}
+        own: dict[str, list[tuple[int, str, str | None]]] = {}
+        parents = {f[_K_PARENT] for f in self._forks.values()}
+        for levels in self._chains.values():
+            for key, e in levels.items():
+                if e[_L_SESSION] in parents:
+                    own.setdefault(e[_L_SESSION], []).append((e[_L_LINE], key, e[_L_MODEL]))
+        out: dict[str, tuple[str, str | None]] = {}
+        for chain, f in self._forks.items():
+            below = [x for x in own.get(f[_K_PARENT], ()) if f[_K_ORDINAL] is None or x[0] <= f[_K_ORDINAL]]
+            if below:
+                _line, key, model = max(below)
+                out[chain] = (key, model)
+            elif f[_K_BASE] is not None:
+                out[chain] = (f[_K_BASE], None)
+        return out
+
     def deltas(self) -> Iterator[Delta]:
+        bases = self._fork_bases()
         for rid, r in self._responses.items():
             model = r[_R_MODEL]
-            if model is None and r[_R_BASE]:
+            if model is None and r[_R_CHAIN] in bases:
                 # a fork's call before its first turn_context (the compaction a fork on another
-                # model runs first): the model of the parent's level it continues
-                base = self._chains.get(r[_R_BASE][0], {}).get(r[_R_BASE][1])
-                model = base[_L_MODEL] if base else None
+                # model runs first): the parent's model at the fork point
+                model = bases[r[_R_CHAIN]][1]
             yield Delta(r[_R_SESSION] or "", model, r[_R_TS], r[_R_SESSION], _counters(_level(r[_R_USAGE])), False,
                         r[_R_FILE], r[_R_LINE], r[_R_TIER], rid)
         for chain, levels in self._chains.items():
             for key, e in levels.items():
                 if e[_L_RESP] is not None and e[_L_RESP] in self._responses:
                     continue  # charged by its call's record
+                zero = bases[chain][0] if chain in bases else ""  # a paginated fork's zero: its base
+                if zero and key == zero:
+                    continue  # the parent's total, re-emitted by the fork: the parent's
                 lv = _level(key)
                 below: list[int | None] = [None] * 5
                 best = -1
                 for pk in e[_L_PREDS]:  # the nearest recorded level at or below (zero always is)
+                    pk = pk or zero
                     pv = _level(pk)
                     if pk != key and _le(pv, lv) and sum(x or 0 for x in pv) > best:
                         below, best = pv, sum(x or 0 for x in pv)
