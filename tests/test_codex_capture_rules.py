@@ -127,3 +127,30 @@ def test_state_round_trip_keeps_the_rules():
 def test_a_0130_forks_copies_count_once_for_the_parent():
     cap = CAPTURES / "v0130"
     assert by_session(fed(files(cap))) == want_by_session(truth(cap))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_generated_history_in_the_real_fork_shapes_is_exact(seed):
+    """tests/codexhistory.py with real_shapes: 0.169 paginated forks (records, re-emits, the
+    compaction of a model change, tiers, archived flat) and 0.130 copied forks: every counter
+    per day, model and session equals the generator's own calls, and each call's tier."""
+    import codexhistory
+
+    h = codexhistory.generate(None, threads=24, seed=seed, real_shapes=True)
+    data = h.files
+    assert any(b'"history_mode":"paginated","forked_from_ordinal_exclusive"' in v or
+               b'"forked_from_ordinal_exclusive"' in v.split(b"\n", 1)[0] for v in data.values())
+    assert any(v.count(b'"type":"session_meta"') > 1 for v in data.values())  # a 0.130 copied fork
+    for order in (sorted(data), sorted(data, reverse=True)):
+        u = fed(data, order)
+        want = {k: {c: v[c] for c in codexhistory.COUNTERS} for k, v in h.truth(("day", "model", "session")).items()}
+        got = {k: {c: v[c] for c in codexhistory.COUNTERS}
+               for k, v in u.totals(by=("day", "model", "session")).items()}
+        assert got == want
+    tiers: dict[str | None, int] = {}
+    for d in u.deltas():
+        tiers[d.service_tier] = tiers.get(d.service_tier, 0) + (d.counters["output_tokens"] or 0)
+    want_tiers: dict[str | None, int] = {}
+    for c in h.calls:
+        want_tiers[c.service_tier] = want_tiers.get(c.service_tier, 0) + c.counters["output_tokens"]
+    assert tiers == want_tiers

@@ -137,8 +137,9 @@ _UUID_TAIL = re.compile(
 _F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER = range(8)
 # Level entry layout: [time, model, session, file, line, the file's thread start,
 # [predecessor level keys ("" = zero)], the response id of the call that reached it (charged by
-# that call's record, not as a delta) or None, service tier]
-_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_TIER = range(9)
+# that call's record, not as a delta) or None, service tier, its line's ordinal (0.169 writes
+# one on each line; else the line's index in its file)]
+_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_TIER, _L_ORD = range(10)
 # Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
 # start, its usage's level key, service tier, its chain]
 _R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_CHAIN = range(9)
@@ -342,6 +343,7 @@ class CodexUsage:
         self._results: dict[str, dict[str, str]] = {c: dict(r) for c, r in s.get("results", {}).items()}
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
+        self._ordinal = 0  # the ordinal of the line being read
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -396,6 +398,8 @@ class CodexUsage:
             self._problem(file, lineno, f"{kind} line without a payload object")
             return
         ts = _utc(obj.get("timestamp"))
+        o = obj.get("ordinal")
+        self._ordinal = o if type(o) is int else lineno - 1
         if kind == "session_meta":
             self._session_meta(payload, ts, cur, file, lineno)
         elif kind == "turn_context":
@@ -481,7 +485,8 @@ class CodexUsage:
         e = levels.get(key)
         start = cur[_F_START]
         if e is None:
-            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur[_F_TIER]]
+            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur[_F_TIER],
+                           self._ordinal]
             cur[_F_PREV] = key
             return
         if response_id is not None:
@@ -500,6 +505,7 @@ class CodexUsage:
         old_rank = (e[_L_TS] is None, e[_L_TS] or "", e[_L_START] is None, e[_L_START] or "", e[_L_FILE], e[_L_LINE])
         if new_rank < old_rank:
             e[_L_TS], e[_L_SESSION], e[_L_FILE], e[_L_LINE], e[_L_START] = ts, session, file, lineno, start
+            e[_L_ORD] = self._ordinal
             if model is not None:
                 e[_L_MODEL] = model
         elif e[_L_MODEL] is None:
@@ -588,8 +594,9 @@ class CodexUsage:
     # ---- results -----------------------------------------------------------------------
     def _fork_bases(self) -> dict[str, tuple[str, str | None]]:
         """Each paginated fork chain's zero: (the level key its totals go on from, the model of
-        that level). The parent's level at the fork point (its last level on a line before
-        `forked_from_ordinal_exclusive`, ordinals counting the parent's lines from 0) when the
+        that level). The parent's level at the fork point (its last level on a line whose
+        `ordinal` is below `forked_from_ordinal_exclusive`; a line without one: its index in
+        the file, from 0) when the
         parent's rollout was read; else what the fork's first record states (its thread total
         less its usage); else zero."""
         if not self._forks:
@@ -599,10 +606,10 @@ class CodexUsage:
         for levels in self._chains.values():
             for key, e in levels.items():
                 if e[_L_SESSION] in parents:
-                    own.setdefault(e[_L_SESSION], []).append((e[_L_LINE], key, e[_L_MODEL]))
+                    own.setdefault(e[_L_SESSION], []).append((e[_L_ORD], key, e[_L_MODEL]))
         out: dict[str, tuple[str, str | None]] = {}
         for chain, f in self._forks.items():
-            below = [x for x in own.get(f[_K_PARENT], ()) if f[_K_ORDINAL] is None or x[0] <= f[_K_ORDINAL]]
+            below = [x for x in own.get(f[_K_PARENT], ()) if f[_K_ORDINAL] is None or x[0] < f[_K_ORDINAL]]
             if below:
                 _line, key, model = max(below)
                 out[chain] = (key, model)
