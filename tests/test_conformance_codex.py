@@ -129,3 +129,26 @@ def test_the_capture_holds_every_scenario():
     files = truth("v0169")["files"]
     assert any(f.startswith("archived_sessions/") and f.count("/") == 1 for f in files)
     assert "fork" in truth("v0130")["scenarios"]
+
+
+PEER = Path(__file__).parent / "data" / "peer-shapes" / "codex"
+
+
+def test_rollouts_not_named_rollout_are_read_as_the_peers_read_them(home, db_url):
+    """ccusage reads every *.jsonl below sessions/ (its own Codex test data:
+    `sessions/<project>/<name>.jsonl`, no session_meta, the model in `info.model`); ledger
+    imported such files as 0 files without a word. tests/data/peer-shapes/codex is written in
+    that shape (two files of the same name in two project folders: two logs, not one)."""
+    doc = ledger(home, "import", "codex", "--from", str(PEER), "--json")
+    assert doc["totals"]["files"] == 2 and doc["totals"]["new_files"] == 2
+    daily = ledger(home, "report", "daily", "--tz", "UTC", "--breakdown", "--json", "--db", db_url)
+    got = {(d["key"], m["model"]): (m["input_tokens"], m["cache_read_tokens"], m["output_tokens"],
+                                    m["reasoning_tokens"]) for d in daily["rows"] for m in d["models"]}
+    # day 1: one call (its token_count written twice); day 2: the other model's call as the
+    # delta of the cumulative total, and the second file's own call
+    assert got == {("2026-04-02", "gpt-5.5"): (1000, 200, 80, 30),
+                   ("2026-04-03", "gpt-5.6-luna"): (2000, 1000, 400, 100),
+                   ("2026-04-03", "gpt-5.5"): (500, 0, 50, 0)}
+    sessions = ledger(home, "report", "session", "--tz", "UTC", "--json", "--db", db_url)
+    assert {r["key"]: r["output_tokens"] for r in sessions["rows"]} == {
+        "sessions/project-beta/session-beta.jsonl": 480, "sessions/project-gamma/session-beta.jsonl": 50}
