@@ -1,20 +1,42 @@
 """Exact token usage from Codex rollout files (`sessions/YYYY/MM/DD/rollout-*.jsonl`,
 `archived_sessions/`): a pure, incremental reducer, the Codex counterpart of claude_usage.
 
-A rollout line is `{"timestamp", "type", "payload"}`. Usage is only in
-`event_msg` lines whose `payload.type` is `token_count`: `payload.info.total_token_usage` is
-the thread's **cumulative** total (`info` is null on the turn-start event);
-`last_token_usage` (the last call alone) is not used, because summing it double counts
-repeats. The model is in `turn_context.payload.model` (or `info.model` on some builds).
+A rollout line is `{"timestamp", "type", "payload"}` (0.169 adds an `ordinal`). Usage is in
+`token_usage_record` lines (0.169: one per API call, `response_id` + that call's `usage` +
+`thread_token_usage`) and in `event_msg` lines whose `payload.type` is `token_count`:
+`payload.info.total_token_usage` is the thread's **cumulative** total (`info` is null on the
+turn-start event); `last_token_usage` (the last call alone) is not used, because summing it
+double counts repeats. The model is in `turn_context.payload.model` (or `info.model` on some
+builds); the service tier in `thread_settings_applied.thread_settings.service_tier`.
 
-Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
+Counting rules (DESIGN §4b, reference/stream-formats.md §C.2; each taken from a capture of the
+real client, tests/data/captures/codex/README.md, and listed with it in docs/import.md):
+
+* **A call with a record is its record.** A `token_usage_record` is charged its own `usage`,
+  keyed by `response_id` (its earliest copy names time, model, session, tier: the rank of
+  levels below). Its `thread_token_usage` is a level of the chain, marked as reached by that
+  call, so the `token_count` repeating it (and a copy, and the post-compaction `token_count`
+  whose `last_token_usage` is all 0) charges nothing again. Levels no record reached are
+  charged as below.
+* **A paginated fork** (0.169: `forked_from_id` with `forked_from_ordinal_exclusive` /
+  `history_mode: "paginated"` / `history_base`; none of the parent's lines copied) is a chain
+  of its own whose zero is its parent's level at the fork point: the parent thread's last
+  level whose line `ordinal` is below `forked_from_ordinal_exclusive` (else the fork's first
+  record's thread total less its usage). A level equal to that zero (the parent's total,
+  re-emitted by a fork on another model) is the parent's. A record before the fork's first
+  `turn_context` (that fork's compaction call) ran on the zero level's model.
+* **The model** of a call is the latest `turn_context`'s: a model change writes
+  `thread_settings_applied` with the new model before the compaction call that still runs
+  on the old one. Its **tier** is the latest `thread_settings_applied` `service_tier`
+  (`default`/null: None).
 
 * **Deltas of the cumulative total, per chain.** Each distinct cumulative total (a *level*:
   input, cached input, cache write, output, reasoning) of a chain is charged once: its
   increment over the level before it. A chain is the thread whose totals the line
   continues: the id of the latest `session_meta` line before it in its file (its
-  `forked_from_id` when it has one). A forked rollout starts with its own `session_meta`,
-  then copies the parent's lines including the parent's `session_meta`, so the copied lines
+  `forked_from_id` when it has one; a paginated fork: its own id). A 0.130 forked rollout
+  starts with its own `session_meta`, then copies the parent's lines (re-stamped to the fork
+  instant) including the parent's `session_meta`, so the copied lines
   and the fork's own later lines (whose totals continue from the copied ones) are all keyed
   to the same chain as in the parent's file: **fork copies count once**, and the fork's own
   calls count as the increments over the fork point. Lines before any `session_meta` (real
@@ -42,7 +64,7 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
   `output_tokens` (reasoning included), `reasoning_tokens`. A counter the client did not
   write stays None (unknown, not 0).
 * **No cost**: rollouts carry none, so `cost_usd` is always None (unknown); the estimate from a
-  price table is made elsewhere.
+  price table is made elsewhere (per call, at its `service_tier`).
 * **Tool calls** are the `response_item` lines whose payload is a call: `function_call` and
   `custom_tool_call` (counted under their `name`: `exec_command`, `apply_patch`,
   `mcp__server__tool`, ...), `local_shell_call` (`local_shell`), `web_search_call`
