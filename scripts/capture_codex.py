@@ -34,9 +34,6 @@ OUT = ROOT / "tests" / "data" / "captures" / "codex"
 EXEC = ("--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox")
 TUI = ("--no-daemon", "--dangerously-bypass-approvals-and-sandbox")
 MODEL, OTHER = "gpt-5.5", "gpt-5.6-luna"
-# the TUI's prompt line (ready for input) and the end of a turn
-READY = r"›"
-IDLE = r"(?s)›.*(for shortcuts|context left|GPT|gpt)"
 
 
 def thread_of(events: list[dict]) -> str:
@@ -109,7 +106,7 @@ def tui(cap: Capture, t: dict[str, str]) -> None:
 
         cap.script([answer("summary before luna"), answer("luna answer")])
         ui.submit("/model")
-        s = ui.wait(r"Select Model", 30)
+        ui.wait(r"Select Model", 30)
         ui.wait(r"GPT-5\.6-Luna", 10)
         ui.key(re.search(r"(\d+)\. GPT-5\.6-Luna", ui.screen()).group(1))
         ui.wait(r"Select Reasoning", 15)
