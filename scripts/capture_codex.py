@@ -146,18 +146,19 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--v0130", metavar="BIN", help="capture the 0.130 fork shape with this codex binary")
     ap.add_argument("--no-tui", action="store_true", help="headless scenarios only")
     ap.add_argument("--keep-temp", action="store_true")
+    ap.add_argument("--out", metavar="DIR", help="write the capture here instead (a held-out capture)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="codex-capture-") as tmp, MockProvider(mock_scenario()) as mp:
         root = Path(tmp)
         try:
             if args.v0130:
                 cap = Capture(root, mp, codex_bin=Path(args.v0130))
-                dest = OUT / "v0130"
+                dest = Path(args.out) if args.out else OUT / "v0130"
                 threads = v0130(cap)
                 client = "codex 0.130.0"
             else:
                 cap = Capture(root, mp)
-                dest = OUT / "v0169"
+                dest = Path(args.out) if args.out else OUT / "v0169"
                 threads = headless(cap)
                 if not args.no_tui:
                     tui(cap, threads)
@@ -168,7 +169,7 @@ def main(argv: list[str]) -> int:
             reset(dest)
             files = keep(cap, dest)
             write_truth(cap, dest, client=client, files=files)
-            print(f"{dest.relative_to(ROOT)}: {len(files)} rollouts, {len(cap.truth)} responses")
+            print(f"{dest}: {len(files)} rollouts, {len(cap.truth)} responses")
             for name, n in cap.notes.items():
                 print(f"  {name}: {n}")
         finally:

@@ -22,11 +22,13 @@ import pytest
 from launchkit import REPO
 
 CAPTURES = Path(__file__).parent / "data" / "captures" / "codex"
+# a held-out capture (scripts/capture_codex.py --out DIR), compared the same way when named
+HELD_OUT = [d for d in os.environ.get("LEDGER_CODEX_HELD_OUT", "").split(os.pathsep) if d]
 COUNTERS = ("input_tokens", "cache_read_tokens", "output_tokens", "reasoning_tokens")
 
 
 def truth(capture: str) -> dict[str, Any]:
-    return json.loads((CAPTURES / capture / "truth.json").read_text())
+    return json.loads((CAPTURES / capture / "truth.json").read_text())  # (an absolute path: itself)
 
 
 def held(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -94,7 +96,7 @@ def imported(home: Path, capture: str, db: str) -> None:
     ledger(home, "import", "codex", "--from", str(CAPTURES / capture), "--json")  # (the archive; the index: --db)
 
 
-@pytest.mark.parametrize("capture", ["v0169", "v0130"])
+@pytest.mark.parametrize("capture", ["v0169", "v0130", *HELD_OUT])
 def test_each_model_day_and_session_equals_what_the_mock_served(home, db_url, capture):
     doc = truth(capture)
     imported(home, capture, db_url)
