@@ -108,12 +108,16 @@ def _to_usage(counters: Mapping[str, Any]) -> dict[str, int]:
     return usage
 
 
-def estimate_cost(provider: str | None, model: str | None, counters: Mapping[str, Any]
-                  ) -> tuple[float | None, str | None]:
+def estimate_cost(provider: str | None, model: str | None, counters: Mapping[str, Any],
+                  service_tier: str | None = None) -> tuple[float | None, str | None]:
     """(cost in USD, None) or (None, why it is unknown). Never 0 for an unknown model.
 
     `provider` narrows the lookup ("anthropic", "openai", "google"); when the model is not
     found under it, every provider is tried. Input and output tokens must both be known.
+    `service_tier` (OpenAI's `priority`, `flex`, ...; None or `default`: the standard rates)
+    selects genai-prices' price variant for that tier where it has one; where it has none the
+    standard rates apply (genai-prices 0.2.3 knows `priority` / `flex` / `fast` for the OpenAI
+    models that publish them).
     """
     if not model:
         return None, "model unknown"
@@ -126,6 +130,9 @@ def estimate_cost(provider: str | None, model: str | None, counters: Mapping[str
     from ledger import price_rates  # (with orjson and decimal: not loaded by a report that prices nothing)
 
     provider_id = _PROVIDERS.get(provider or "")
+    if service_tier and service_tier != "default":
+        # (not kept in the rate table: a tier's rates are a price variant, asked of genai-prices)
+        return _genai_total(provider_id, model, usage_kwargs, {"service_tier": service_tier})
     table = _rates()
     entry = table.get(provider_id, model)
     if entry is None:
@@ -146,14 +153,15 @@ def _rates() -> price_rates.RateTable:
     return price_rates.RateTable(price_rates.data_identity(price_data_version()))
 
 
-def _genai_total(provider_id: str | None, model: str, usage_kwargs: Mapping[str, int]
-                 ) -> tuple[float | None, str | None]:
+def _genai_total(provider_id: str | None, model: str, usage_kwargs: Mapping[str, int],
+                 context: dict[str, str] | None = None) -> tuple[float | None, str | None]:
     from genai_prices import Usage, calc_price  # lazy: ~0.7 G instructions (pydantic, httpx)
 
     usage = Usage(**usage_kwargs)
     for pid in ([provider_id, None] if provider_id else [None]):
         try:
-            calc = calc_price(usage, model, provider_id=pid) if pid else calc_price(usage, model)
+            calc = (calc_price(usage, model, provider_id=pid, price_context=context) if pid
+                    else calc_price(usage, model, price_context=context))
         except LookupError:
             continue
         return float(calc.total_price), None

@@ -37,6 +37,23 @@ Hazards (reference/stream-formats.md §C.2):
   truth (`History.results`): per thread and tool [ok, error, semantic-error];
 * forks that kept the original times now and then moved to `archived_sessions/` (that path
   sorts before the parent's: a tie on time must still give the parent its own usage).
+
+`generate(..., real_shapes=True)` writes only the shapes the real clients were seen to write
+(tests/data/captures/codex/README.md), threads of two client versions:
+* 0.169: an `ordinal` on every line; one `token_usage_record` per call (`response_id`, the
+  call's `usage`, `turn_token_usage`, `thread_token_usage`) before the `token_count` repeating
+  its total; `thread_settings_applied` with a `service_tier` (now and then `priority`); a model
+  change between turns re-emits the current `token_count`, runs a compaction call on the old
+  model, writes `compacted` and a `token_count` whose `last_token_usage` is 0 but
+  `total_tokens`; forks are **paginated**: own `session_meta` with `forked_from_id`,
+  `forked_from_ordinal_exclusive`, `history_mode: "paginated"`, `history_base`, none of the
+  parent's lines, totals going on from the parent's at the fork point (a fork on another
+  model: the parent's token_count re-emitted at fork time, then the compaction call on the
+  parent's model before the fork's first `turn_context`);
+* 0.130: `token_count` only; forks **copy**: own `session_meta` (`forked_from_id` only), then
+  the parent's `session_meta` and every parent line re-stamped to the fork instant, then the
+  fork's own lines.
+The truth has each call's `service_tier`.
 """
 
 from __future__ import annotations
@@ -62,6 +79,7 @@ class TrueCall:
     model: str
     time: datetime
     counters: dict[str, int | None]
+    service_tier: str | None = None
 
     @property
     def day(self) -> str:
@@ -107,10 +125,14 @@ class _Thread:
     lines: list[Any] = field(default_factory=list)   # dicts, or raw bytes (junk)
     total: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
     kept_times: bool = False         # a fork whose copies kept the parent's timestamps
+    version: str = "old"             # "0.169" / "0.130" (real_shapes), else the assumed shapes
+    last_model: str | None = None
+    tier: str | None = None
 
 
 class _Gen:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, real_shapes: bool = False) -> None:
+        self.real = real_shapes
         self.rng = random.Random(seed)
         self.threads: list[_Thread] = []
         self.calls: list[TrueCall] = []
@@ -123,16 +145,27 @@ class _Gen:
     def uid(self) -> str:
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
 
-    def new_thread(self, t: datetime, style: str, models: list[str], parent: _Thread | None = None) -> _Thread:
+    def new_thread(self, t: datetime, style: str, models: list[str], parent: _Thread | None = None,
+                   version: str = "old") -> _Thread:
         tid = self.uid()
         rel = f"sessions/{t:%Y/%m/%d}/rollout-{t:%Y-%m-%dT%H-%M-%S}-{tid}.jsonl"
-        th = _Thread(tid, rel, style, models)
+        th = _Thread(tid, rel, style, models, version=version)
         meta: dict[str, Any] = {"id": tid, "timestamp": _iso(t), "cwd": "/home/dev/proj", "originator": "codex_cli_rs",
                                 "cli_version": "0.169.0", "instructions": None, "source": "cli",
                                 "model_provider": "openai",
                                 "git": {"commit_hash": "0" * 40, "branch": "main", "repository_url": None}}
         if parent is not None:
             meta["forked_from_id"] = parent.tid
+        if version == "0.169":
+            meta["cli_version"] = "0.169.0"
+            meta["history_mode"] = "paginated"
+            if parent is not None:
+                n = sum(1 for x in parent.lines if isinstance(x, dict))  # (ordinals: the client's lines)
+                meta["forked_from_ordinal_exclusive"] = n
+                meta["history_base"] = {"thread_id": parent.tid, "end_ordinal_exclusive": n,
+                                        "end_byte_offset": 1000 * n}
+        elif version == "0.130":
+            meta["cli_version"] = "0.130.0"
         th.lines.append({"timestamp": _iso(t), "type": "session_meta", "payload": meta})
         self.threads.append(th)
         return th
@@ -147,7 +180,8 @@ class _Gen:
         u["total_tokens"] = raw[0] + raw[3]
         return u
 
-    def call(self, th: _Thread, t: datetime, model: str, *, restart: bool = False) -> datetime:
+    def call(self, th: _Thread, t: datetime, model: str, *, restart: bool = False,
+             compaction: bool = False) -> datetime:
         rng = self.rng
         inp = rng.randint(2000, 60000)
         if restart:
@@ -159,11 +193,17 @@ class _Gen:
         reason = rng.randint(0, out) if th.style != "old" else 0
         raw = [inp, cached, write, out, reason]
         th.total = [a + b for a, b in zip(th.total, raw)]
-        th.lines.append({"timestamp": _iso(t), "type": "response_item",
-                         "payload": {"type": "function_call", "name": "exec_command", "arguments": "{}",
-                                     "call_id": "call_" + self.uid()[:8]}})
-        self.tool_lines(th, t)
+        if not compaction:
+            th.lines.append({"timestamp": _iso(t), "type": "response_item",
+                             "payload": {"type": "function_call", "name": "exec_command", "arguments": "{}",
+                                         "call_id": "call_" + self.uid()[:8]}})
+            self.tool_lines(th, t)
         t += timedelta(milliseconds=rng.randint(50, 5000))
+        if th.version == "0.169":
+            th.lines.append({"timestamp": _iso(t), "type": "token_usage_record", "payload": {
+                "thread_id": th.tid, "turn_id": "t", "session_id": th.tid,
+                "response_id": f"resp_{self.uid().replace('-', '')[:24]}", "usage": self.usage(th, raw),
+                "turn_token_usage": self.usage(th, raw), "thread_token_usage": self.usage(th, th.total)}})
         tc = {"timestamp": _iso(t), "type": "event_msg",
               "payload": {"type": "token_count",
                           "info": {"total_token_usage": self.usage(th, th.total),
@@ -174,7 +214,14 @@ class _Gen:
         self.calls.append(TrueCall(th.tid, model, t, {
             "input_tokens": inp - cached - (write if th.style == "full" else 0), "cache_read_tokens": cached,
             "cache_write_tokens": write if th.style == "full" else None, "output_tokens": out,
-            "reasoning_tokens": reason if th.style != "old" else None}))
+            "reasoning_tokens": reason if th.style != "old" else None}, th.tier))
+        if compaction:
+            th.lines.append({"timestamp": _iso(t), "type": "compacted", "payload": {"message": "", "replacement_history": []}})
+            after = copy.deepcopy(tc)
+            zero = {k: 0 for k in after["payload"]["info"]["last_token_usage"]}
+            after["payload"]["info"]["last_token_usage"] = {**zero, "total_tokens": rng.randint(5000, 20000)}
+            th.lines.append(after)
+            return t + timedelta(seconds=1)
         r = rng.random()
         if r < 0.15:
             th.lines.append(copy.deepcopy(tc))                     # the same bytes again
@@ -289,10 +336,19 @@ class _Gen:
         rng = self.rng
         for i in range(n):
             model = rng.choice(th.models)
+            if th.version == "0.169":
+                if rng.random() < 0.3:
+                    th.tier = rng.choice([None, "priority"])
+                th.lines.append({"timestamp": _iso(t), "type": "event_msg", "payload": {
+                    "type": "thread_settings_applied", "thread_id": th.tid,
+                    "thread_settings": {"model": model, "service_tier": th.tier or "default"}}})
+                if th.last_model is not None and model != th.last_model:
+                    t = self.model_change(th, t)
             th.lines.append({"timestamp": _iso(t), "type": "event_msg",
                              "payload": {"type": "task_started", "model_context_window": 258400}})
             th.lines.append({"timestamp": _iso(t), "type": "turn_context",
                              "payload": {"cwd": "/home/dev/proj", "approval_policy": "never", "model": model}})
+            th.last_model = model
             th.lines.append({"timestamp": _iso(t), "type": "event_msg",
                              "payload": {"type": "user_message", "message": "go on", "images": []}})
             th.lines.append({"timestamp": _iso(t), "type": "event_msg",
@@ -307,9 +363,49 @@ class _Gen:
             t += timedelta(minutes=rng.randint(1, 120))
         return t
 
+    def model_change(self, th: _Thread, t: datetime) -> datetime:
+        """0.169 on a model change: the current token_count re-emitted, then a compaction call
+        on the old model (th.last_model, whose turn_context is still the latest, or none yet in
+        a fork's file)."""
+        last = [x for x in th.lines if isinstance(x, dict) and x.get("type") == "event_msg"
+                and x["payload"].get("type") == "token_count" and x["payload"]["info"]]
+        if last:
+            again = copy.deepcopy(last[-1])
+            again["timestamp"] = _iso(t)
+            th.lines.append(again)
+        elif th.total != [0, 0, 0, 0, 0]:  # a fork: its parent's total at the fork point
+            th.lines.append({"timestamp": _iso(t), "type": "event_msg", "payload": {"type": "token_count", "info": {
+                "total_token_usage": self.usage(th, th.total), "last_token_usage": self.usage(th, [0] * 5),
+                "model_context_window": 258400}}})
+        return self.call(th, t + timedelta(milliseconds=40), th.last_model, compaction=True)
+
+    def paginated_fork(self, parent: _Thread, t: datetime) -> tuple[_Thread, datetime]:
+        """0.169: a new rollout holding none of the parent's lines; totals go on from its end."""
+        child = self.new_thread(t, parent.style, parent.models, parent, version="0.169")
+        child.total = list(parent.total)
+        child.last_model = parent.last_model
+        child.tier = parent.tier
+        t = self.turns(child, t + timedelta(seconds=2), self.rng.randint(1, 2))
+        return child, t
+
+    def copied_fork(self, parent: _Thread, t: datetime) -> tuple[_Thread, datetime]:
+        """0.130: own session_meta, then the parent's meta and every line re-stamped to the fork
+        instant, then its own turns."""
+        child = self.new_thread(t, parent.style, parent.models, parent, version="0.130")
+        for x in parent.lines:
+            if isinstance(x, dict):
+                y = copy.deepcopy(x)
+                y["timestamp"] = _iso(t)
+                child.lines.append(y)
+        child.total = list(parent.total)
+        t = self.turns(child, t + timedelta(seconds=2), self.rng.randint(1, 2))
+        return child, t
+
     def fork(self, parent: _Thread, t: datetime) -> tuple[_Thread, datetime]:
         """A new rollout copying the parent's lines up to one of its token_counts."""
         rng = self.rng
+        if self.real:
+            return (self.paginated_fork if parent.version == "0.169" else self.copied_fork)(parent, t)
         child = self.new_thread(t, parent.style, parent.models, parent)
         tcs = [i for i, x in enumerate(parent.lines)
                if isinstance(x, dict) and x["payload"].get("type") == "token_count" and x["payload"]["info"]]
@@ -333,7 +429,10 @@ class _Gen:
 
     def thread(self, t: datetime, style: str) -> None:
         rng = self.rng
-        th = self.new_thread(t, style, rng.sample(MODELS, rng.randint(1, 2)))
+        version = rng.choice(["0.169", "0.169", "0.130"]) if self.real else "old"
+        if version == "0.169":
+            style = "full"  # (0.169 writes every counter)
+        th = self.new_thread(t, style, rng.sample(MODELS, rng.randint(1, 2)), version=version)
         t = self.turns(th, t + timedelta(seconds=1), rng.randint(1, 3))
         hazard = rng.random()
         if hazard < 0.45:
@@ -343,13 +442,14 @@ class _Gen:
         if rng.random() < 0.4:
             # resumed days later into the same file (an old build now and then restarts the total)
             t += timedelta(days=rng.randint(1, 3), hours=rng.randint(0, 5))
-            self.turns(th, t, rng.randint(1, 2), restart_first=rng.random() < 0.25)
+            restart = rng.random() < 0.25 and not self.real  # (no real client was seen to restart)
+            self.turns(th, t, rng.randint(1, 2), restart_first=restart)
 
 
-def generate(root: Path | None, threads: int = 8, seed: int = 0) -> History:
+def generate(root: Path | None, threads: int = 8, seed: int = 0, real_shapes: bool = False) -> History:
     """Write the history under `root` (a Codex home; None: keep it in memory only) and return
-    it with its truth."""
-    g = _Gen(seed)
+    it with its truth. `real_shapes`: only the shapes the real 0.169/0.130 clients write."""
+    g = _Gen(seed, real_shapes)
     styles = ("full", "std", "old")
     for i in range(threads):
         style = styles[i % 3] if i < 3 else g.rng.choice(styles)
@@ -359,11 +459,17 @@ def generate(root: Path | None, threads: int = 8, seed: int = 0) -> History:
     live.lines.append(b'{"timestamp":"2026-03-20T10:00:00.000Z","type":"event_msg","payload":{"type":"token_count","in')
     # a fork that kept the original times, moved by the client to archived_sessions/ (its path
     # sorts before its parent's: their copies tie on time)
-    for th in [x for x in g.threads if x.kept_times][::2]:
-        th.rel = "archived_sessions/" + th.rel.rsplit("/", 1)[1]
+    for th in [x for x in g.threads if x.kept_times or (real_shapes and x.version == "0.169")][::2]:
+        th.rel = "archived_sessions/" + th.rel.rsplit("/", 1)[1]  # (`codex archive`: flat)
     files: dict[str, bytes] = {}
     junk = 0
     for th in g.threads:
+        if th.version == "0.169":  # each line the client writes has its ordinal
+            n = 0
+            for x in th.lines:
+                if isinstance(x, dict):
+                    x["ordinal"] = n
+                    n += 1
         files[th.rel] = b"".join(x if isinstance(x, bytes) else orjson.dumps(x) + b"\n" for x in th.lines)
         junk += sum(1 for x in th.lines if isinstance(x, bytes) and x.endswith(b"\n"))
     # the same rollout under archived_sessions/ (the client moved it; both copies exist)

@@ -34,8 +34,10 @@ Scenario forms accepted by ``MockProvider``:
 * a list of steps: the same script is played for each API (own cursor each);
 * a dict with keys ``anthropic`` / ``openai`` / ``gemini`` (lists), ``after`` (the step
   replayed for every main call once a script is exhausted; default an answer
-  ``"(mock: script exhausted)"``) and ``side`` (the step used for side calls,
-  see below; default a short answer with small usage).
+  ``"(mock: script exhausted)"``), ``side`` (the step used for side calls,
+  see below; default a short answer with small usage) and ``openai_side`` (a
+  predicate on a Responses API request body: true for a side call, e.g.
+  Codex's thread-title call; without it every OpenAI call is a main call).
 
 *Main* calls are the model turns of the agent loop: for Anthropic a
 ``POST /v1/messages`` whose body has a non-empty ``tools`` list; for OpenAI
@@ -267,6 +269,8 @@ class MockProvider:
         self.after = scenario.get("after") or answer(
             "(mock: script exhausted)")
         self.side = scenario.get("side")
+        # OpenAI has no side calls by default; `openai_side(body) -> bool` names them
+        self.openai_side = scenario.get("openai_side")
         self.model = model
         self.host = host
         # Anthropic: output_tokens reported in message_start (the real API
@@ -648,9 +652,16 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- OpenAI Responses API --------------------------------------------
 
     def _openai(self, entry: dict, body: dict):
-        step, usage, k = self.mock.next_step("openai")
-        entry.update(api="openai", kind="main", step=step["kind"], call=k,
-                     usage=usage)
+        side = self.mock.openai_side
+        if side is not None and side(body):
+            # a side call (e.g. Codex's thread-title call): the side step, the script untouched
+            step = self.mock.side_step()
+            usage = _norm_openai_usage(step.get("usage") or dict(SIDE_USAGE_OPENAI))
+            entry.update(api="openai", kind="side", step=step["kind"], call=0, usage=usage)
+        else:
+            step, usage, k = self.mock.next_step("openai")
+            entry.update(api="openai", kind="main", step=step["kind"], call=k,
+                         usage=usage)
         if step["kind"] == "error":
             status = step["status"]
             entry["status"] = status
@@ -665,6 +676,8 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model") or self.mock.model or "gpt-mock"
         resp_id = _new_id("resp_mock")
         created = int(time.time())
+        # what was served, for a capture's truth (tests/codexcapture.py)
+        entry.update(response_id=resp_id, model=model, service_tier=body.get("service_tier"))
         items: list[dict] = []
         text = step.get("text")
         if step["kind"] == "slow" and not text:
@@ -686,7 +699,9 @@ class _Handler(BaseHTTPRequestHandler):
             return {"id": resp_id, "object": "response",
                     "created_at": created, "status": status, "model": model,
                     "output": output, "usage": usage_obj,
-                    "error": None, "incomplete_details": None}
+                    "error": None, "incomplete_details": None,
+                    # the tier asked for is the tier served (only when one was asked for)
+                    **({"service_tier": body["service_tier"]} if body.get("service_tier") else {})}
 
         if body.get("stream") is False:
             self._send_json(200, resp("completed", items, usage))
@@ -806,6 +821,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._end_sse()
 
 
+SIDE_USAGE_OPENAI = {"input_tokens": 60, "cached_tokens": 0, "output_tokens": 6}
 SIDE_USAGE_GEMINI = {"promptTokenCount": 7, "candidatesTokenCount": 3}
 
 

@@ -73,3 +73,21 @@ def test_importing_pricing_does_not_import_the_price_table():
     code = "import sys, ledger.pricing; print('genai_prices' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_service_tier_is_priced_at_genai_prices_variant_for_it():
+    """Codex 0.169 writes `service_tier: "priority"` (issue 25): genai-prices 0.2.3 has a
+    priority variant for gpt-5.5 ($12.50 / $1.25 / $75 per million input / cached / output,
+    standard $5 / $0.50 / $30);
+    `default` and None are the standard rates; a tier it has no variant for: the standard."""
+    from genai_prices import Usage, calc_price
+
+    c = {"input_tokens": 100_000, "cache_read_tokens": 50_000, "output_tokens": 10_000}
+    std, why = estimate_cost("openai", "gpt-5.5", c)
+    assert why is None and estimate_cost("openai", "gpt-5.5", c, service_tier="default") == (std, None)
+    fast, why = estimate_cost("openai", "gpt-5.5", c, service_tier="priority")
+    want = calc_price(Usage(input_tokens=150_000, cache_read_tokens=50_000, output_tokens=10_000), "gpt-5.5",
+                      provider_id="openai", price_context={"service_tier": "priority"}).total_price
+    assert why is None and fast == pytest.approx(float(want), abs=1e-12) and fast > std
+    assert estimate_cost("openai", "gpt-5.5", c, service_tier="no-such-tier") == (pytest.approx(std), None)
+    assert estimate_cost("openai", "no-such-model", c, service_tier="priority")[0] is None

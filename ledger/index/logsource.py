@@ -75,16 +75,18 @@ class _Stream:
     n: int = 0
     counters: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(COUNTERS))
     priced: list[dict[str, int | None]] = field(default_factory=list)  # per response, to estimate
+    tiers: list[str | None] = field(default_factory=list)  # each priced response's service tier
     cost: float | None = None
     costed: int = 0  # responses that carried their own cost (2.0.x)
     receipt: bool = False
 
-    def add(self, counters: dict[str, int | None]) -> None:
+    def add(self, counters: dict[str, int | None], tier: str | None = None) -> None:
         self.n += 1
         for k, v in counters.items():
             if v is not None and k in self.counters:
                 self.counters[k] = (self.counters[k] or 0) + v
         self.priced.append(counters)
+        self.tiers.append(tier)
 
 
 @dataclass
@@ -202,7 +204,7 @@ class _Claude:
 class _Codex:
     harness = "codex"
     provider = "openai"
-    state_v = 3  # codex_usage.STATE_VERSION (2: tool calls, 3: results): an index holding an older state re-reads
+    state_v = 4  # codex_usage.STATE_VERSION (2: tool calls, 3: results, 4: calls by response id): an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:
@@ -232,7 +234,7 @@ class _Codex:
             if s is None:
                 s = out[sid] = _Session(sid)
             s.files.add(d.file)
-            s.stream(d.model, _slot(d.time, _slot(s.started, 0))).add(d.counters)
+            s.stream(d.model, _slot(d.time, _slot(s.started, 0))).add(d.counters, d.service_tier)
         return out
 
 
@@ -545,12 +547,12 @@ class _Pricer:
         if not st.priced:
             return 0.0  # a stream of reported cost only: no tokens to estimate
         total = 0.0
-        for c in st.priced:
-            key = (st.model, *(c.get(k) for k in COUNTERS))
+        for c, tier in zip(st.priced, st.tiers):
+            key = (st.model, tier, *(c.get(k) for k in COUNTERS))
             v = self.memo.get(key, False)
             if v is False:
                 try:
-                    v = self.estimate_cost(self.provider, st.model, c)[0]
+                    v = self.estimate_cost(self.provider, st.model, c, service_tier=tier)[0]
                 except Exception:  # noqa: BLE001 - a price-table failure is an unknown cost, not a crash
                     v = None
                 self.memo[key] = v

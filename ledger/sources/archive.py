@@ -3,11 +3,13 @@
 New complete lines of each log file are copied, append-only, into
 `<home>/sources/<client>/<path below the client's config dir>` (Claude:
 `projects/<project>/<session>.jsonl` and `<session>/subagents/...`; Codex:
-`sessions/YYYY/MM/DD/rollout-*.jsonl`, `archived_sessions/...`). An archive file is never
-rewritten: the clients delete or rewrite their logs, the archive keeps what it saw.
+`sessions/YYYY/MM/DD/rollout-*.jsonl`, `archived_sessions/...`, and any other `*.jsonl`
+there). An archive file is never rewritten: the clients delete or rewrite their logs, the
+archive keeps what it saw.
 
-Per log (its *key*: the path below the config dir; for Codex the file name, so a rollout moved
-from sessions/ to archived_sessions/ continues where it was) one state file,
+Per log (its *key*: the path below the config dir; for a Codex rollout whose name holds its
+thread's UUID the file name, so a rollout moved from sessions/ to archived_sessions/
+continues where it was) one state file,
 `sources/<client>/.state/<sha256(key)[:32]>.json`, written atomically, keeps:
 - its generations: the archive file of each, its archived size, sha256 of its first 4 KiB
   (the prefix check) and of the 256 bytes before its end (the bytes the next append follows);
@@ -94,11 +96,11 @@ def _plain(v: Any) -> Any:
 
 class Client(_Record):
     __slots__ = ("name", "label", "subdirs", "env_var", "defaults", "prefix", "key_by_name", "env_subdir", "log_dir",
-                 "zstd")
+                 "zstd", "name_prefix")
 
     def __init__(self, name: str, label: str, subdirs: tuple[str, ...], env_var: str, defaults: tuple[str, ...],
                  prefix: str = "", key_by_name: bool = False, env_subdir: str = "", log_dir: str = "",
-                 zstd: bool = False) -> None:
+                 zstd: bool = False, name_prefix: str = "") -> None:
         set_ = object.__setattr__
         set_(self, "name", name)
         set_(self, "label", label)
@@ -106,10 +108,14 @@ class Client(_Record):
         set_(self, "env_var", env_var)
         set_(self, "defaults", defaults)  # config dirs tried when env_var is unset ("~" expanded)
         set_(self, "prefix", prefix)  # a log's file name starts with it
-        set_(self, "key_by_name", key_by_name)  # the file name alone identifies a log (Codex rollouts move)
+        # the file name alone identifies a log when it is the client's own name for it (Codex:
+        # `rollout-<time>-<uuid>.jsonl`, moved from sessions/ to archived_sessions/); any other
+        # name: its path below the config dir
+        set_(self, "key_by_name", key_by_name)
         set_(self, "env_subdir", env_subdir)  # the config dir below env_var's dir ($GEMINI_CLI_HOME/.gemini)
         set_(self, "log_dir", log_dir)  # a log lies in (or below) a directory of this name (Gemini: chats/)
         set_(self, "zstd", zstd)  # a log may be a whole zstd file `<name>.jsonl.zst` (Codex compresses cold rollouts)
+        set_(self, "name_prefix", name_prefix)  # the client's own log names start with it (key_by_name)
 
     def __setattr__(self, name: str, value: Any) -> None:  # (frozen: CLIENTS are constants)
         raise AttributeError(f"cannot assign to field {name!r}")
@@ -127,13 +133,17 @@ class Client(_Record):
     def key(self, rel: str) -> str:
         if self.zstd and rel.endswith(ZSTD_SUFFIX):
             rel = rel[:-len(ZSTD_SUFFIX)]  # (its lines are the plain log's: one log, one archive)
-        return rel.rsplit("/", 1)[-1] if self.key_by_name else rel
+        name = rel.rsplit("/", 1)[-1]
+        return name if self.key_by_name and name.startswith(self.name_prefix) else rel
 
 
 CLIENTS: dict[str, Client] = {
     "claude": Client("claude", "Claude Code", ("projects",), "CLAUDE_CONFIG_DIR", ("~/.claude", "~/.config/claude")),
+    # every *.jsonl below sessions/ and archived_sessions/, as ccusage reads them (the client
+    # names its rollouts `rollout-<time>-<uuid>.jsonl`; a copy renamed, or a peer's fixture,
+    # `sessions/<project>/<name>.jsonl`, is a rollout all the same)
     "codex": Client("codex", "Codex", ("sessions", "archived_sessions"), "CODEX_HOME", ("~/.codex",),
-                    prefix="rollout-", key_by_name=True, zstd=True),
+                    key_by_name=True, zstd=True, name_prefix="rollout-"),
     # tmp/<project>/chats/session-*.jsonl, subagents in chats/<session>/<id>.jsonl
     "gemini": Client("gemini", "Gemini CLI", ("tmp",), "GEMINI_CLI_HOME", ("~/.gemini",), env_subdir=".gemini",
                      log_dir="chats"),

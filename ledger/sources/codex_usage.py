@@ -1,20 +1,42 @@
 """Exact token usage from Codex rollout files (`sessions/YYYY/MM/DD/rollout-*.jsonl`,
 `archived_sessions/`): a pure, incremental reducer, the Codex counterpart of claude_usage.
 
-A rollout line is `{"timestamp", "type", "payload"}`. Usage is only in
-`event_msg` lines whose `payload.type` is `token_count`: `payload.info.total_token_usage` is
-the thread's **cumulative** total (`info` is null on the turn-start event);
-`last_token_usage` (the last call alone) is not used, because summing it double counts
-repeats. The model is in `turn_context.payload.model` (or `info.model` on some builds).
+A rollout line is `{"timestamp", "type", "payload"}` (0.169 adds an `ordinal`). Usage is in
+`token_usage_record` lines (0.169: one per API call, `response_id` + that call's `usage` +
+`thread_token_usage`) and in `event_msg` lines whose `payload.type` is `token_count`:
+`payload.info.total_token_usage` is the thread's **cumulative** total (`info` is null on the
+turn-start event); `last_token_usage` (the last call alone) is not used, because summing it
+double counts repeats. The model is in `turn_context.payload.model` (or `info.model` on some
+builds); the service tier in `thread_settings_applied.thread_settings.service_tier`.
 
-Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
+Counting rules (DESIGN §4b, reference/stream-formats.md §C.2; each taken from a capture of the
+real client, tests/data/captures/codex/README.md, and listed with it in docs/import.md):
+
+* **A call with a record is its record.** A `token_usage_record` is charged its own `usage`,
+  keyed by `response_id` (its earliest copy names time, model, session, tier: the rank of
+  levels below). Its `thread_token_usage` is a level of the chain, marked as reached by that
+  call, so the `token_count` repeating it (and a copy, and the post-compaction `token_count`
+  whose `last_token_usage` is all 0) charges nothing again. Levels no record reached are
+  charged as below.
+* **A paginated fork** (0.169: `forked_from_id` with `forked_from_ordinal_exclusive` /
+  `history_mode: "paginated"` / `history_base`; none of the parent's lines copied) is a chain
+  of its own whose zero is its parent's level at the fork point: the parent thread's last
+  level whose line `ordinal` is below `forked_from_ordinal_exclusive` (else the fork's first
+  record's thread total less its usage). A level equal to that zero (the parent's total,
+  re-emitted by a fork on another model) is the parent's. A record before the fork's first
+  `turn_context` (that fork's compaction call) ran on the zero level's model.
+* **The model** of a call is the latest `turn_context`'s: a model change writes
+  `thread_settings_applied` with the new model before the compaction call that still runs
+  on the old one. Its **tier** is the latest `thread_settings_applied` `service_tier`
+  (`default`/null: None).
 
 * **Deltas of the cumulative total, per chain.** Each distinct cumulative total (a *level*:
   input, cached input, cache write, output, reasoning) of a chain is charged once: its
   increment over the level before it. A chain is the thread whose totals the line
   continues: the id of the latest `session_meta` line before it in its file (its
-  `forked_from_id` when it has one). A forked rollout starts with its own `session_meta`,
-  then copies the parent's lines including the parent's `session_meta`, so the copied lines
+  `forked_from_id` when it has one; a paginated fork: its own id). A 0.130 forked rollout
+  starts with its own `session_meta`, then copies the parent's lines (re-stamped to the fork
+  instant) including the parent's `session_meta`, so the copied lines
   and the fork's own later lines (whose totals continue from the copied ones) are all keyed
   to the same chain as in the parent's file: **fork copies count once**, and the fork's own
   calls count as the increments over the fork point. Lines before any `session_meta` (real
@@ -42,7 +64,7 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §C.2):
   `output_tokens` (reasoning included), `reasoning_tokens`. A counter the client did not
   write stays None (unknown, not 0).
 * **No cost**: rollouts carry none, so `cost_usd` is always None (unknown); the estimate from a
-  price table is made elsewhere.
+  price table is made elsewhere (per call, at its `service_tier`).
 * **Tool calls** are the `response_item` lines whose payload is a call: `function_call` and
   `custom_tool_call` (counted under their `name`: `exec_command`, `apply_patch`,
   `mcp__server__tool`, ...), `local_shell_call` (`local_shell`), `web_search_call`
@@ -100,7 +122,7 @@ from ledger.records.timefmt import format_utc, parse_rfc3339
 from ledger.records.verdict import MCP_PREFIX, TOOL_STATUSES, tool_status
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
-STATE_VERSION = 3  # 2: tool calls; 3: tool results, a level's thread start (older states lack them)
+STATE_VERSION = 4  # 2: tool calls; 3: tool results, a level's thread start; 4: calls by response id, tiers
 
 # Raw cumulative fields, in the order a level stores them.
 RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
@@ -112,8 +134,8 @@ _IN, _CACHED, _WRITE, _OUT, _REASON = range(5)
 # Envelope kinds Codex writes; anything else is reported. Legacy pre-envelope rollouts hold
 # bare ResponseItems, whose kinds are known too (they carry no usage).
 KNOWN_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted",
-                         # written by 0.169 (a context snapshot; per-response usage, which the
-                         # cumulative token_count already holds): nothing to count in them
+                         # written by 0.169: a context snapshot (nothing to count), and one
+                         # record per API call (its response id and usage: counted)
                          "world_state", "token_usage_record"})
 LEGACY_ITEM_TYPES = frozenset({
     "message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
@@ -133,11 +155,19 @@ _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
 
 # Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
-# own thread's start (its session_meta's time)]
-_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START = range(7)
+# own thread's start (its session_meta's time), service tier]
+_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER = range(8)
 # Level entry layout: [time, model, session, file, line, the file's thread start,
-# [predecessor level keys ("" = zero)]]
-_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS = range(7)
+# [predecessor level keys ("" = zero)], the response id of the call that reached it (charged by
+# that call's record, not as a delta) or None, service tier, its line's ordinal (0.169 writes
+# one on each line; else the line's index in its file)]
+_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_TIER, _L_ORD = range(10)
+# Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
+# start, its usage's level key, service tier, its chain]
+_R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_CHAIN = range(9)
+# Paginated fork entry (per fork chain): [parent thread, forked_from_ordinal_exclusive, the
+# level below its first call as its first record states it (thread total - usage) or None]
+_K_PARENT, _K_ORDINAL, _K_BASE = range(3)
 # Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
 _C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
@@ -164,6 +194,8 @@ class Delta:
     restart: bool               # charged whole: the total went down before it
     file: str
     line: int
+    service_tier: str | None = None   # `priority`, `flex`, ... (None: the default tier)
+    response_id: str | None = None    # the call's own record (0.169), else a delta of totals
 
     @property
     def day(self) -> str | None:
@@ -222,6 +254,17 @@ def _level_key(u: dict[str, Any]) -> str | None:
 
 def _level(key: str) -> list[int | None]:
     return [int(x) if x else None for x in key.split(",")] if key else [None] * 5
+
+
+def _counters(d: list[int | None]) -> dict[str, int | None]:
+    """Raw usage (OpenAI's: input includes cached input and cache writes) in ledger's shape."""
+    inp = d[_IN]
+    if inp is not None:
+        inp -= (d[_CACHED] or 0) + (d[_WRITE] or 0)
+        if inp < 0:
+            inp = None  # the client's own counters disagree: unknown, not negative
+    return {"input_tokens": inp, "cache_read_tokens": d[_CACHED], "cache_write_tokens": d[_WRITE],
+            "output_tokens": d[_OUT], "reasoning_tokens": d[_REASON]}
 
 
 def _le(a: list[int | None], b: list[int | None]) -> bool:
@@ -306,8 +349,12 @@ class CodexUsage:
         self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
         # chain -> level key -> entry (layout above)
         self._chains: dict[str, dict[str, list[Any]]] = {
-            c: {k: [*e[:_L_PREDS], list(e[_L_PREDS])] for k, e in lv.items()}
+            c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
             for c, lv in s.get("chains", {}).items()}
+        # response id -> the call's earliest record (layout above)
+        self._responses: dict[str, list[Any]] = {k: list(e) for k, e in s.get("responses", {}).items()}
+        # paginated fork chain -> entry (layout above)
+        self._forks: dict[str, list[Any]] = {k: list(e) for k, e in s.get("forks", {}).items()}
         # own thread id -> session summary fields (from the file's first session_meta)
         self._sessions: dict[str, dict[str, Any]] = {
             k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
@@ -318,12 +365,15 @@ class CodexUsage:
         self._results: dict[str, dict[str, str]] = {c: dict(r) for c, r in s.get("results", {}).items()}
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
+        self._ordinal = 0  # the ordinal of the line being read
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
-                "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS])] for k, e in lv.items()}
+                "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
                            for c, lv in self._chains.items()},
+                "responses": {k: list(e) for k, e in self._responses.items()},
+                "forks": {k: list(e) for k, e in self._forks.items()},
                 "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
                 "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
                 "results": {c: dict(r) for c, r in self._results.items()},
@@ -346,7 +396,7 @@ class CodexUsage:
         cur = self._files.get(file)
         if cur is None:
             # before any session_meta: the shared chain "" (see the module's rules)
-            cur = self._files[file] = [0, 0, None, "", None, None, None]
+            cur = self._files[file] = [0, 0, None, "", None, None, None, None]
         if offset != cur[_F_OFF]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
         end = complete_end(data)
@@ -370,14 +420,23 @@ class CodexUsage:
             self._problem(file, lineno, f"{kind} line without a payload object")
             return
         ts = _utc(obj.get("timestamp"))
+        o = obj.get("ordinal")
+        self._ordinal = o if type(o) is int else lineno - 1
         if kind == "session_meta":
             self._session_meta(payload, ts, cur, file, lineno)
         elif kind == "turn_context":
             cur[_F_MODEL] = _str(payload.get("model")) or cur[_F_MODEL]
+        elif kind == "token_usage_record":
+            self._record(payload, ts, cur, file, lineno)
         elif kind == "event_msg":
             ptype = payload.get("type")
             if ptype == "token_count":
                 self._token_count(payload, ts, cur, file, lineno)
+            elif ptype == "thread_settings_applied":
+                settings = payload.get("thread_settings")
+                if isinstance(settings, dict) and "service_tier" in settings:
+                    tier = _str(settings.get("service_tier"))
+                    cur[_F_TIER] = None if tier == "default" else tier
             elif ptype in _EVENT_RESULTS:
                 self._event_result(ptype, payload, cur)
         elif kind == "response_item":
@@ -394,12 +453,23 @@ class CodexUsage:
             self._problem(file, lineno, "session_meta without an id")
             return
         parent = _str(p.get("forked_from_id"))
+        # a 0.169 fork (`history_mode: paginated`, `history_base`): it copies none of its parent's
+        # lines; its totals go on from the parent's at the fork point: its own chain, whose zero
+        # is the parent's level at the fork point (deltas: _fork_bases)
+        paged = parent is not None and cur[_F_OWN] is None and (
+            p.get("history_mode") == "paginated" or isinstance(p.get("history_base"), dict)
+            or "forked_from_ordinal_exclusive" in p)
         # the chain the following lines continue: a copied ancestor's meta overrides this
-        chain = parent or sid
+        chain = sid if paged else (parent or sid)
         if chain != cur[_F_CHAIN]:
             cur[_F_CHAIN], cur[_F_PREV] = chain, None  # the previous level was another chain's
         if cur[_F_OWN] is not None:
             return  # a copied parent meta (or a repeat): the file's own thread stays the first one
+        if paged and sid not in self._forks:
+            n = p.get("forked_from_ordinal_exclusive")
+            hb = p.get("history_base") if isinstance(p.get("history_base"), dict) else {}
+            n = n if type(n) is int else hb.get("end_ordinal_exclusive")
+            self._forks[sid] = [parent, n if type(n) is int else None, None]
         cur[_F_OWN] = sid
         cur[_F_START] = _utc(p.get("timestamp")) or ts
         git = p.get("git") if isinstance(p.get("git"), dict) else {}
@@ -426,16 +496,23 @@ class CodexUsage:
         if key is None:
             self._problem(file, lineno, "token_count without a cumulative total_token_usage: not counted")
             return
-        model = _str(info.get("model")) or cur[_F_MODEL]
+        self._level(key, _str(info.get("model")) or cur[_F_MODEL], ts, cur, file, lineno, None)
+
+    def _level(self, key: str, model: str | None, ts: str | None, cur: list[Any], file: str, lineno: int,
+               response_id: str | None) -> None:
+        """A cumulative total seen (a token_count's, or a call record's thread total)."""
         session = cur[_F_OWN] or thread_of_path(file)
         levels = self._chains.setdefault(cur[_F_CHAIN], {})
         prev = cur[_F_PREV]
         e = levels.get(key)
         start = cur[_F_START]
         if e is None:
-            levels[key] = [ts, model, session, file, lineno, start, [prev or ""]]
+            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur[_F_TIER],
+                           self._ordinal]
             cur[_F_PREV] = key
             return
+        if response_id is not None:
+            e[_L_RESP] = response_id
         if key == prev:
             pass  # an exact repeat: nothing to charge
         elif prev is not None and _le(_level(key), _level(prev)):
@@ -450,10 +527,38 @@ class CodexUsage:
         old_rank = (e[_L_TS] is None, e[_L_TS] or "", e[_L_START] is None, e[_L_START] or "", e[_L_FILE], e[_L_LINE])
         if new_rank < old_rank:
             e[_L_TS], e[_L_SESSION], e[_L_FILE], e[_L_LINE], e[_L_START] = ts, session, file, lineno, start
+            e[_L_ORD] = self._ordinal
             if model is not None:
                 e[_L_MODEL] = model
         elif e[_L_MODEL] is None:
             e[_L_MODEL] = model
+
+    def _record(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+        """A `token_usage_record` (0.169: one per API call): the call's own `usage`, keyed by its
+        `response_id` (counted once wherever it is copied), and `thread_token_usage`, the
+        cumulative total after it (a level, so the token_count repeating it adds nothing)."""
+        rid = _str(p.get("response_id"))
+        usage = p.get("usage")
+        ukey = _level_key(usage) if isinstance(usage, dict) else None
+        if rid is None or ukey is None:
+            self._problem(file, lineno, "token_usage_record without a response_id or a usage: "
+                                        "counted by the token_count totals")
+            return
+        thread = p.get("thread_token_usage")
+        tkey = _level_key(thread) if isinstance(thread, dict) else None
+        start = cur[_F_START]
+        e = self._responses.get(rid)
+        if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
+                e[_R_TS] is None, e[_R_TS] or "", e[_R_START] is None, e[_R_START] or "", e[_R_FILE], e[_R_LINE]):
+            self._responses[rid] = [ts, cur[_F_MODEL], cur[_F_OWN] or thread_of_path(file), file, lineno, start,
+                                    ukey, cur[_F_TIER], cur[_F_CHAIN]]
+        fork = self._forks.get(cur[_F_CHAIN])
+        if fork is not None and fork[_K_BASE] is None and tkey is not None:
+            below = [None if t is None else t - (u or 0) for t, u in zip(_level(tkey), _level(ukey))]
+            if all(v is None or v >= 0 for v in below):
+                fork[_K_BASE] = ",".join("" if v is None else str(v) for v in below)
+        if tkey is not None:
+            self._level(tkey, cur[_F_MODEL], ts, cur, file, lineno, rid)
 
     def _call(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
         kind = p.get("type")
@@ -509,28 +614,61 @@ class CodexUsage:
             res[key] = status
 
     # ---- results -----------------------------------------------------------------------
+    def _fork_bases(self) -> dict[str, tuple[str, str | None]]:
+        """Each paginated fork chain's zero: (the level key its totals go on from, the model of
+        that level). The parent's level at the fork point (its last level on a line whose
+        `ordinal` is below `forked_from_ordinal_exclusive`; a line without one: its index in
+        the file, from 0) when the
+        parent's rollout was read; else what the fork's first record states (its thread total
+        less its usage); else zero."""
+        if not self._forks:
+            return {}
+        own: dict[str, list[tuple[int, str, str | None]]] = {}
+        parents = {f[_K_PARENT] for f in self._forks.values()}
+        for levels in self._chains.values():
+            for key, e in levels.items():
+                if e[_L_SESSION] in parents:
+                    own.setdefault(e[_L_SESSION], []).append((e[_L_ORD], key, e[_L_MODEL]))
+        out: dict[str, tuple[str, str | None]] = {}
+        for chain, f in self._forks.items():
+            below = [x for x in own.get(f[_K_PARENT], ()) if f[_K_ORDINAL] is None or x[0] < f[_K_ORDINAL]]
+            if below:
+                _line, key, model = max(below)
+                out[chain] = (key, model)
+            elif f[_K_BASE] is not None:
+                out[chain] = (f[_K_BASE], None)
+        return out
+
     def deltas(self) -> Iterator[Delta]:
+        bases = self._fork_bases()
+        for rid, r in self._responses.items():
+            model = r[_R_MODEL]
+            if model is None and r[_R_CHAIN] in bases:
+                # a fork's call before its first turn_context (the compaction a fork on another
+                # model runs first): the parent's model at the fork point
+                model = bases[r[_R_CHAIN]][1]
+            yield Delta(r[_R_SESSION] or "", model, r[_R_TS], r[_R_SESSION], _counters(_level(r[_R_USAGE])), False,
+                        r[_R_FILE], r[_R_LINE], r[_R_TIER], rid)
         for chain, levels in self._chains.items():
             for key, e in levels.items():
+                if e[_L_RESP] is not None and e[_L_RESP] in self._responses:
+                    continue  # charged by its call's record
+                zero = bases[chain][0] if chain in bases else ""  # a paginated fork's zero: its base
+                if zero and key == zero:
+                    continue  # the parent's total, re-emitted by the fork: the parent's
                 lv = _level(key)
                 below: list[int | None] = [None] * 5
                 best = -1
                 for pk in e[_L_PREDS]:  # the nearest recorded level at or below (zero always is)
+                    pk = pk or zero
                     pv = _level(pk)
                     if pk != key and _le(pv, lv) and sum(x or 0 for x in pv) > best:
                         below, best = pv, sum(x or 0 for x in pv)
                 restart = any(pk and not _le(_level(pk), lv) for pk in e[_L_PREDS]) and not any(
                     pk and pk != key and _le(_level(pk), lv) for pk in e[_L_PREDS])
                 d = [None if v is None else v - (b or 0) for v, b in zip(lv, below)]
-                inp = d[_IN]
-                if inp is not None:
-                    inp -= (d[_CACHED] or 0) + (d[_WRITE] or 0)
-                    if inp < 0:
-                        inp = None  # the client's own counters disagree: unknown, not negative
-                counters = {"input_tokens": inp, "cache_read_tokens": d[_CACHED], "cache_write_tokens": d[_WRITE],
-                            "output_tokens": d[_OUT], "reasoning_tokens": d[_REASON]}
-                yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], counters, restart, e[_L_FILE],
-                            e[_L_LINE])
+                yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], _counters(d), restart, e[_L_FILE],
+                            e[_L_LINE], e[_L_TIER])
 
     def tools(self) -> dict[str, dict[str, int]]:
         """Tool calls per thread (the thread whose file holds a call's earliest copy) and name,
