@@ -28,6 +28,9 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §B):
     under `hasUnknownModelCost` has an unknown cost (None), not 0.
   - 2.0.x `costUSD` on assistant lines: the response's cost (max over its copies).
   - Anything else: no cost (None); estimating is done elsewhere.
+* A line without `type` holding `message.id` + `message.usage` (role assistant or unsaid) is an
+  assistant line (ccusage's test data has this shape); another untyped line with a `message`
+  is a message with nothing to count; an untyped line without one is a problem.
 * Bad input (not JSON, not an object, non-UTF-8, unknown line type, an assistant line with
   usage but no `message.id`, a torn last line) is skipped and reported in `problems` with
   file, line number and reason; never an exception.
@@ -266,6 +269,9 @@ class ClaudeUsage:
         lineno = cur[1] + data.count(b"\n", 0, end)  # after the chunk
         for n, obj in json_objects(data, end, cur[1], lambda n, why: self._problem(file, n, why)):
             kind = obj.get("type")
+            if kind is None and isinstance(obj.get("message"), dict):
+                # an untyped message line: a response when it holds one, else nothing to count
+                kind = "assistant" if _untyped_response(obj) else "user"
             ts = _utc(obj.get("timestamp"))
             if ts is not None and (latest is None or ts > latest):
                 latest = ts
@@ -280,6 +286,8 @@ class ClaudeUsage:
                 c = self._chain(sid if type(sid) is str and sid else path_session)
                 if c is not None and ts not in c["c"]:
                     c["c"].append(ts)
+            elif kind is None:
+                self._problem(file, n, "a line without a type and without a message: not counted")
             elif kind not in KNOWN_TYPES:
                 self._problem(file, n, f"unknown line type {str(kind)[:60]!r}")
         if end < len(data):
@@ -627,6 +635,15 @@ _MODEL_USAGE = ("inputTokens", "cacheReadInputTokens", "cacheCreationInputTokens
 # over its responses in these proportions (exact when the client prices at list, as it says)
 _WEIGHTS20 = {"input_tokens": 20, "output_tokens": 100, "cache_read_tokens": 2,
               "cache_write_5m_tokens": 25, "cache_write_1h_tokens": 40}
+
+
+def _untyped_response(obj: dict[str, Any]) -> bool:
+    """A line without `type` that holds a response (`message.id` and `message.usage`, the role
+    assistant or unsaid): counted as an assistant line (the shape of ccusage's test data; a
+    log of such lines would otherwise count nothing)."""
+    m = obj.get("message")
+    return (isinstance(m, dict) and type(m.get("id")) is str and isinstance(m.get("usage"), dict)
+            and m.get("role", "assistant") == "assistant")
 
 
 def _copied_from(obj: dict[str, Any], session: str | None) -> str | None:
