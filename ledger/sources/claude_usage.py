@@ -11,21 +11,27 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §B):
 * Its usage is the **max per counter** over its lines (a snapshot's `output_tokens` is low).
 * Its time is the **first appearance** (the smallest timestamp of any copy; a compaction
   re-logs responses later), so the UTC day does not depend on the order files are fed in.
-* Its attribution (session, agent) comes from the preferred copy: **non-sidechain first**,
-  then the earliest, then the smallest session id / file / line (a total order, so the
-  choice does not depend on feed order either).
+* A copied fork line (`requestSessionId` other than its `sessionId`: Claude Code 2.1.328's
+  `--resume ID --fork-session` copies the parent's lines so) belongs to `requestSessionId`.
+  Otherwise its attribution (session, agent) comes from the preferred copy: **non-sidechain
+  first**, then the earliest, then the smallest session id / file / line (a total order, so
+  the choice does not depend on feed order either).
 * Counters use ledger's shape (ledger.records.model): `input_tokens` (uncached),
   `cache_read_tokens`, `cache_write_tokens` with `cache_write_5m_tokens` /
   `cache_write_1h_tokens` when the split accounts for every cache write, `output_tokens`,
   `reasoning_tokens` when reported. A counter no line reported stays None (unknown, not 0).
 * Cost (basis `reported`), never estimated here:
   - 2.1.x `cost-state` lines hold the cumulative cost of a session (`totalCostUSD`, per model
-    `modelUsage[m].costUSD`; a resumed session's file holds both runs' cumulative states).
-    Each chain (the line's `sessionId`) is charged its increments: every cumulative level
-    reached is charged, once, at the earliest time it was observed (a cost-state has no
-    timestamp: its time is the latest timestamp before it in its file). Copies of a
-    cost-state in another file therefore add nothing. A model that has tokens but a 0 cost
-    under `hasUnknownModelCost` has an unknown cost (None), not 0.
+    `modelUsage[m].costUSD` and its cumulative tokens; a resumed session's file holds both
+    runs' cumulative states). A cost-state has no timestamp: its time is the latest
+    timestamp before it in its file; each level counts once (copies add nothing). Each chain
+    (the line's `sessionId`) is charged its increments, a fork's counted from its parent's
+    level at the fork (its levels go on from the parent's total). An increment is split over
+    the chain's responses of that model since the level below, in list-price proportions, so
+    it is booked on their days; one no response explains is booked at the level's time. A
+    model that has tokens but a 0 cost under `hasUnknownModelCost` has an unknown cost (None).
+  - What a level's per-model tokens hold beyond the chain's responses (the `/compact` calls,
+    which no assistant line shows) is one more response, at the latest compaction before it.
   - 2.0.x `costUSD` on assistant lines: the response's cost (max over its copies).
   - Anything else: no cost (None); estimating is done elsewhere.
 * A line without `type` holding `message.id` + `message.usage` (role assistant or unsaid) is an
