@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -240,6 +241,7 @@ class ClaudeUsage:
         self._tool_ids: set[str] = set(s.get("tool_ids", ()))
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
+        self._memo: tuple[list[Response], list[CostDelta]] | None = None
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -267,6 +269,7 @@ class ClaudeUsage:
         cur = self._files.get(file)
         if cur is None:
             cur = self._files[file] = [0, 0, None]
+        self._memo = None
         if offset != cur[0]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[0]} bytes were consumed")
         path_session, path_agent = session_of_path(file)
@@ -426,8 +429,15 @@ class ClaudeUsage:
 
     def responses(self) -> Iterator[Response]:
         """Every response: those the transcripts hold, then those only a `cost-state` shows."""
-        yield from self._logged()
-        yield from self._unlogged(list(self._logged()))
+        return iter(self._results()[0])
+
+    def _results(self) -> tuple[list[Response], list[CostDelta]]:
+        """(responses, cost deltas), computed once per fed state (feed() forgets them)."""
+        if self._memo is None:
+            logged = list(self._logged())
+            every = logged + list(self._unlogged(logged))
+            self._memo = (every, self._deltas(every))
+        return self._memo
 
     def _logged(self) -> Iterator[Response]:
         for key, e in self._responses.items():
@@ -498,18 +508,21 @@ class ClaudeUsage:
                 if model in chain["u"]:
                     continue  # (a model whose cost the client does not know: its tokens are its own)
                 bt = base.get(model, (0.0, None))[1] or [0] * len(LEVEL_TOKENS)
-                rs = own.get((sid, model), [])
+                rs = sorted((r for r in own.get((sid, model), []) if r.time is not None),
+                            key=lambda r: r.time)  # type: ignore[arg-type, return-value]
+                seen: list[int | None] = [0] * len(LEVEL_TOKENS)  # the responses' sums up to the level
+                j = 0
                 done = [0] * len(LEVEL_TOKENS)
                 prev_t: str | None = None
                 for k, (_, t, tok, file, line) in enumerate(self._levels(sid, model)):
                     if tok is None or t is None:
                         continue
-                    seen: list[int | None] = [0] * len(LEVEL_TOKENS)
-                    for r in rs:
-                        if r.time is not None and r.time <= t:
-                            for i, c in enumerate(LEVEL_TOKENS):
-                                v = r.counters[c]
-                                seen[i] = None if v is None or seen[i] is None else seen[i] + v  # type: ignore[operator]
+                    while j < len(rs) and rs[j].time <= t:  # type: ignore[operator]
+                        c = rs[j].counters
+                        for i, name in enumerate(LEVEL_TOKENS):
+                            v, x = c[name], seen[i]
+                            seen[i] = None if v is None or x is None else x + v
+                        j += 1
                     extra: list[int | None] = []
                     for i in range(len(LEVEL_TOKENS)):
                         x, b, sn = tok[i], bt[i] if i < len(bt) else 0, seen[i]
@@ -530,13 +543,16 @@ class ClaudeUsage:
                     prev_t = t
 
     def cost_deltas(self) -> list[CostDelta]:
+        return list(self._results()[1])
+
+    def _deltas(self, responses: list[Response]) -> list[CostDelta]:
         """What each chain (session) added: its levels' increments (a fork's from its parent's
         level), each split over the chain's responses of that model since the level below, in
         proportion to their list-price weight (`_weight`), so a level is charged on the days its
         responses happened; an increment no response explains is charged at the level's time."""
         out: list[CostDelta] = []
         own: dict[tuple[str | None, str | None], list[Response]] = {}
-        for r in self.responses():
+        for r in responses:
             own.setdefault((r.session_id, r.model), []).append(r)
         for rs in own.values():
             rs.sort(key=lambda r: (r.time is None, r.time or ""))
@@ -548,12 +564,13 @@ class ClaudeUsage:
                     prev: float | None = base[model][0] if model in base else None
                     prev_t: str | None = None
                     rs = [r for r in own.get((sid, model), []) if r.time is not None]
+                    times = [r.time for r in rs]
                     for v, t, _, _, _ in self._levels(sid, model):
                         if prev is None or v > prev:
                             # the first level is charged even at 0.0: a measured zero is not unknown
                             d = v - (prev or 0.0)
-                            covered = [r for r in rs if (prev_t is None or r.time > prev_t)  # type: ignore[operator]
-                                       and (t is None or r.time <= t)]  # type: ignore[operator]
+                            covered = rs[0 if prev_t is None else bisect_right(times, prev_t):
+                                         len(rs) if t is None else bisect_right(times, t)]
                             out.extend(_split(sid, model, t, d, covered, unknown))
                             prev = v
                         if t is not None:
