@@ -13,6 +13,7 @@ can count them (not knowable). Everything else is counted, including the `/compa
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from typer.testing import CliRunner
 
 from ledger.cli.app import app
 
-CAPTURES = Path(__file__).parent / "data" / "captures" / "claude"
+# (LEDGER_CLAUDE_CAPTURES: another directory of captures, e.g. held-out ones, see capturekit)
+CAPTURES = Path(os.environ.get("LEDGER_CLAUDE_CAPTURES") or Path(__file__).parent / "data" / "captures" / "claude")
 SCENARIOS = sorted(p.name for p in CAPTURES.iterdir() if (p / "truth.json").exists())
 TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 SPLIT = ("cache_write_5m_tokens", "cache_write_1h_tokens")

@@ -332,8 +332,8 @@ class ClaudeUsage:
             # `requestSessionId: <parent>`: the response is the parent's (the fork gets only its
             # own); the fork's cost levels start from the parent's total
             c = self._chain(session)
-            if c is not None and c["p"] is None:
-                c["p"] = parent
+            if c is not None and parent not in c["p"]:
+                c["p"].append(parent)
             session = parent
         content = msg.get("content")
         if type(content) is list and session is not None:
@@ -424,7 +424,7 @@ class ClaudeUsage:
             return None
         c = self._chains.get(sid)
         if c is None:
-            c = self._chains[sid] = {"m": {}, "t": {}, "u": [], "p": None, "c": []}
+            c = self._chains[sid] = {"m": {}, "t": {}, "u": [], "p": [], "c": []}
         return c
 
     def responses(self) -> Iterator[Response]:
@@ -478,8 +478,8 @@ class ClaudeUsage:
         at the fork's first `cost-state` (the highest parent level observed by then). A session
         that is no fork, or whose parent's lines were not fed, starts at 0."""
         chain = self._chains[sid]
-        parent = chain.get("p")
-        if parent is None or parent == sid or parent not in self._chains:
+        parent = self._parent(sid)
+        if parent is None:
             return {}
         times = [v[0] for lv in chain["m"].values() for v in lv.values() if v[0] is not None]
         if not times:
@@ -491,6 +491,21 @@ class ClaudeUsage:
             if below:
                 out[model] = below[-1]
         return out
+
+    def _parent(self, sid: str) -> str | None:
+        """The session a fork was forked from. Its file's copies name the session each line was
+        first written in (a fork of a fork copies its grandparent's lines with the grandparent's
+        id, capture `fork_chain`): the parent is the deepest of them (the one forked from the
+        others)."""
+        cands = [p for p in self._chains[sid]["p"] if p != sid and p in self._chains]
+        if not cands:
+            return None
+
+        def depth(x: str, seen: frozenset[str]) -> int:
+            ps = [p for p in self._chains[x]["p"] if p in self._chains and p not in seen]
+            return 1 + max((depth(p, seen | {p}) for p in ps), default=0)
+
+        return max(cands, key=lambda x: (depth(x, frozenset({sid, x})), cands.index(x)))
 
     def _unlogged(self, logged: list[Response]) -> Iterator[Response]:
         """Usage that only a `cost-state` shows: what a level's per-model cumulative tokens
@@ -576,7 +591,8 @@ class ClaudeUsage:
                         if t is not None:
                             prev_t = t
             else:
-                pb = self._chains[chain["p"]]["t"] if chain.get("p") in self._chains else {}
+                parent = self._parent(sid)
+                pb = self._chains[parent]["t"] if parent is not None else {}
                 start = None
                 if pb and chain["t"]:
                     at = min((t for t in chain["t"].values() if t is not None), default=None)
@@ -677,7 +693,7 @@ def _copied_from(obj: dict[str, Any], session: str | None) -> str | None:
 
 def _copy_chain(v: dict[str, Any]) -> dict[str, Any]:
     return {"m": {m: {k: list(x) for k, x in lv.items()} for m, lv in v["m"].items()}, "t": dict(v["t"]),
-            "u": list(v["u"]), "p": v.get("p"), "c": list(v.get("c", ()))}
+            "u": list(v["u"]), "p": list(v.get("p") or ()), "c": list(v.get("c", ()))}
 
 
 def _level_tokens(u: dict[str, Any]) -> list[int | None] | None:
