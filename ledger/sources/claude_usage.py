@@ -230,8 +230,9 @@ class ClaudeUsage:
         self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
         # "<message id>\n<request key>" -> entry list (layout above)
         self._responses: dict[str, list[Any]] = {k: list(v) for k, v in s.get("responses", {}).items()}
-        # chain (sessionId) -> {"m": {model: {repr(level): time}}, "t": {repr(level): time},
-        #                       "u": [models with unknown cost]}
+        # chain (sessionId) -> {"m": {model: {level key: [time, tokens or None, file, line]}},
+        #                       "t": {repr(level): time}, "u": [models with unknown cost],
+        #                       "p": [sessions its copied lines name], "c": [compaction times]}
         self._chains: dict[str, dict[str, Any]] = {k: _copy_chain(v) for k, v in s.get("chains", {}).items()}
         # session id -> [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]
         # (optional in the state: states written before sessions were kept still load)
