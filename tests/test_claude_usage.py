@@ -226,6 +226,7 @@ def test_fork_copies_belong_to_the_parent_and_the_fork_adds_only_its_own():
         by = r.totals(("session",))
         assert (by[("P",)]["responses"], by[("P",)]["cost_usd"]) == (1, 0.5)
         assert (by[("C",)]["responses"], by[("C",)]["cost_usd"]) == (1, 0.25)
+        assert r.sessions()["C"].started == "2026-01-11T10:00:00.000000Z"  # not the copies' time
 
 
 def test_compaction_relog_keeps_the_first_appearance():

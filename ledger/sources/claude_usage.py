@@ -455,8 +455,23 @@ class ClaudeUsage:
                            counters, e[_COST], e[_FILE], e[_LINE])
 
     def sessions(self) -> dict[str, SessionInfo]:
-        """What each session's own lines said about it (by session id)."""
-        return {sid: SessionInfo(sid, *m[:6], dict(m[6])) for sid, m in self._sessions.items()}
+        """What each session's own lines said about it (by session id). A fork's file starts
+        with copies of its parent's lines (their old timestamps; only the assistant copies are
+        marked): a fork starts at its first own response, when it has one."""
+        out = {sid: SessionInfo(sid, *m[:6], dict(m[6])) for sid, m in self._sessions.items()}
+        forks = {sid for sid, c in self._chains.items() if c["p"] and sid in out}
+        if forks:
+            first: dict[str, str] = {}
+            for r in self.responses():
+                if r.session_id in forks and r.time is not None and (
+                        r.session_id not in first or r.time < first[r.session_id]):
+                    first[r.session_id] = r.time
+            for sid, t in first.items():
+                info = out[sid]
+                if info.started is None or info.started < t:
+                    out[sid] = SessionInfo(sid, t, info.ended, info.cwd, info.git_branch, info.version,
+                                           info.entrypoint, info.tools)
+        return out
 
     # ---- cumulative cost-state levels ----------------------------------------------------
     def _levels(self, sid: str, model: str) -> list[tuple[float, str | None, list[int | None] | None, str, int]]:
