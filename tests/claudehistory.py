@@ -14,17 +14,28 @@ Hazards (reference/stream-formats.md §B):
 * a 2.1.x session resumed later into the same file (its cost-state totals continue);
 * a session resumed into a new file that replays the earlier responses verbatim (new
   sessionId, new uuids, original timestamps);
-* a fork (2.1.x): a new file copying the parent's lines up to the fork point, including the
-  parent's cost-state lines, then its own responses and its own cost chain from 0;
-* a compaction: boundary + summary lines, then the last responses re-logged with later
-  timestamps (first appearance must win);
+* a fork (2.1.x, as Claude Code 2.1.328 writes `--resume ID --fork-session`, see
+  tests/data/captures/claude/): a new file copying the parent's user/assistant/system lines
+  verbatim (same uuids, ids, timestamps, usage) with `sessionId` rewritten and
+  `requestSessionId: <parent>` on the copied assistant lines, no cost-state copied; then its
+  own responses, its cumulative cost-state going on from the parent's total; a fork of a
+  compacted session copies from the compaction on, plus the preserved pre-compaction
+  response with its usage zeroed (but `cache_creation.ephemeral_5m_input_tokens`);
+* a 2.1.x compaction (as captured): boundary + summary lines and a compaction call that no
+  assistant line shows, only the next cost-state's per-model cumulative usage; older styles:
+  boundary + summary, then the last responses re-logged with later timestamps (first
+  appearance must win);
 * subagent transcripts (`isSidechain`, `agentId`) whose cost is in the parent's cost-state;
 * a model the client cannot price (`hasUnknownModelCost`, costUSD 0): its cost is unknown;
 * sessions starting near midnight UTC and resumed days later;
 * junk: malformed JSON, non-UTF-8 bytes, a JSON array, an unknown line type, a torn last line.
 
 Costs are multiples of 2**-20 USD so that every sum and difference is exact in binary floats
-and the truth can be compared with `==`.
+and the truth can be compared with `==`. A 2.1.x response costs its tokens at list-price
+proportions (input 1, output 5, cache read 0.1, write 5m 1.25, 1h 2: RATE units of 2**-20 per
+weight unit; cache reads a multiple of 10 and 5m writes of 4 keep the weight whole), as the
+client's cost-state does; the reducer splits a level's increment in those proportions, so each
+response's cost is booked on its own day.
 """
 
 from __future__ import annotations
@@ -44,6 +55,10 @@ COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_wr
 MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805", "claude-haiku-4-5-20251001")
 UNPRICED_MODEL = "acme-proxy-model-1"  # the client has no price: hasUnknownModelCost
 UNIT = 2.0 ** -20
+RATE = {"claude-sonnet-4-5-20250929": 3, "claude-opus-4-1-20250805": 15, "claude-haiku-4-5-20251001": 1}
+# cost-state modelUsage's cumulative counters (input, cache read, cache write, output, 5m, 1h)
+_MU = ("inputTokens", "cacheReadInputTokens", "cacheCreationInputTokens", "outputTokens",
+       "cacheCreationEphemeral5mInputTokens", "cacheCreationEphemeral1hInputTokens")
 T0 = datetime(2026, 1, 9, 22, 30, tzinfo=timezone.utc)
 
 
@@ -67,7 +82,7 @@ class History:
     root: Path | None
     files: dict[str, bytes]                 # relative path -> bytes written
     responses: list[TrueResponse]
-    charges: list[tuple[str, str, float | None]]  # (day, model, cost) from cost-state increments
+    charges: list[tuple[str, str, float | None]]  # (day, model, cost) from cost-state levels
     junk_lines: int
     torn_files: list[str]
 
@@ -179,18 +194,22 @@ class _Gen:
             f.add({"type": "api-request", "id": req, "params": {"model": model}, "sessionId": sess.sid})
         elif style == "2.0":
             req = "req_011" + self.hex(21)
-        inp, read = rng.randint(1, 50), rng.choice([0, rng.randint(100, 90000)])
+        inp, read = rng.randint(1, 50), rng.choice([0, rng.randint(10, 9000) * 10])
         write = rng.choice([0, rng.randint(10, 30000)])
         out = rng.randint(1, 3000)
+        m5 = h1 = None
+        if style == "2.1":
+            h1 = rng.choice([0, rng.randint(1, 10000)])
+            m5 = rng.choice([0, rng.randint(1, 5000) * 4])
+            write = m5 + h1
         usage: dict[str, Any] = {"input_tokens": inp, "cache_creation_input_tokens": write,
                                  "cache_read_input_tokens": read, "output_tokens": out,
                                  "service_tier": "standard"}
-        m5 = h1 = None
         if style == "2.1":
-            h1 = rng.choice([0, write // 3])
-            m5 = write - h1
             usage["cache_creation"] = {"ephemeral_5m_input_tokens": m5, "ephemeral_1h_input_tokens": h1}
         cost = rng.randint(1, 4000) * UNIT
+        if style == "2.1":
+            cost = list_cost(model, inp, out, read, m5, h1)
         blocks = rng.randint(1, 3)
         snapshots = rng.randint(0, 2)  # lines with a lower output_tokens before the final ones
         first = t
@@ -224,10 +243,21 @@ class _Gen:
         self.responses.append(TrueResponse(mid, req, model, first, sess.sid, counters,
                                            cost if style == "2.0" else None))
         if style == "2.1":
-            # the client's cumulative cost tracker (the whole process: subagents included)
-            sess.cum[model] = sess.cum.get(model, 0.0) + (0.0 if model == UNPRICED_MODEL else cost)
-            sess.cum_tokens[model] = sess.cum_tokens.get(model, 0) + inp + out
+            sess.track(model, first, cost, (inp, read, write, out, m5, h1))
         return t
+
+    def compaction_call(self, sess: "_Session", t: datetime) -> None:
+        """The 2.1.x `/compact` call: served, in the next cost-state only (no assistant line)."""
+        rng = self.rng
+        model = sess.models[0]
+        inp, read, h1, m5, out = rng.randint(100, 3000), rng.randint(0, 900) * 10, 0, rng.randint(0, 500) * 4, \
+            rng.randint(50, 900)
+        cost = list_cost(model, inp, out, read, m5, h1)
+        counters = {"input_tokens": inp, "cache_read_tokens": read, "cache_write_tokens": m5 + h1,
+                    "cache_write_5m_tokens": m5, "cache_write_1h_tokens": h1, "output_tokens": out,
+                    "reasoning_tokens": None}
+        self.responses.append(TrueResponse(f"compaction-{self.hex(8)}", None, model, t, sess.sid, counters, None))
+        sess.track(model, t, cost, (inp, read, m5 + h1, out, m5, h1))
 
     def user(self, f: _File, sess: "_Session", t: datetime, text: str = "go on") -> None:
         f.add({"parentUuid": None, "isSidechain": False, "type": "user", "uuid": self.uid(),
@@ -235,23 +265,24 @@ class _Gen:
                "message": {"role": "user", "content": text}})
 
     def cost_state(self, f: _File, sess: "_Session") -> None:
-        """A 2.1.x cost-state line; the truth is charged its increments at the file's latest
-        timestamp (cost-state lines carry none)."""
+        """A 2.1.x cost-state line (cumulative per session, per model tokens and cost, as the
+        client writes it); the truth charges each response it newly covers on the response's
+        day (an unknown-cost model: unknown, on the file's latest day)."""
         day = f.max_ts.strftime("%Y-%m-%d")
         unknown = False
         mu = {}
+        for t, model, cost in sess.pending:
+            if model != UNPRICED_MODEL:
+                self.charges.append((t.strftime("%Y-%m-%d"), model, cost))
+        sess.pending.clear()
         for model, c in sess.cum.items():
-            inc = c - sess.charged.get(model, 0.0)
             if model == UNPRICED_MODEL:
                 unknown = True
                 if sess.cum_tokens[model] > sess.charged_tokens.get(model, 0):
                     self.charges.append((day, model, None))
-            elif inc:
-                self.charges.append((day, model, inc))
-            sess.charged[model] = c
             sess.charged_tokens[model] = sess.cum_tokens[model]
-            mu[model] = {"inputTokens": sess.cum_tokens[model], "outputTokens": 0, "cacheReadInputTokens": 0,
-                         "cacheCreationInputTokens": 0, "webSearchRequests": 0, "costUSD": c}
+            tok = sess.cum_usage[model]
+            mu[model] = {**dict(zip(_MU, tok)), "thinkingTokens": 0, "webSearchRequests": 0, "costUSD": c}
         line = {"type": "cost-state", "sessionId": sess.sid, "totalCostUSD": sum(sess.cum.values()),
                 "totalAPIDuration": 1000, "totalDuration": 2000, "startTime": 1767996000000,
                 "modelUsage": mu}
@@ -282,6 +313,7 @@ class _Gen:
                 for _ in range(rng.randint(1, 3)):
                     at = self.response(af, sess, at, rng.choice(MODELS), agent=agent)
                 t = at + timedelta(seconds=5)
+                self.user(f, sess, t, "subagent result")  # (the tool result, in the parent's file)
             if rng.random() < 0.15:
                 self.junk_line(f)
             if sess.style == "2.1" and rng.random() < 0.6:
@@ -296,6 +328,9 @@ class _Gen:
                "uuid": self.uid()})
         f.add({"type": "user", "isCompactSummary": True, "sessionId": sess.sid, "timestamp": _iso(t),
                "uuid": self.uid(), "message": {"role": "user", "content": "summary"}})
+        if sess.style == "2.1":
+            self.compaction_call(sess, t)
+            return t + timedelta(seconds=1)
         # re-log the last response's lines later: the first appearance keeps its day
         last = [x for x in f.lines if isinstance(x, dict) and x.get("type") == "assistant"][-2:]
         for x in last:
@@ -323,16 +358,29 @@ class _Gen:
             t += timedelta(days=rng.randint(1, 3), hours=rng.randint(0, 5))
             self.run(f, sess, t, rng.randint(1, 2))
         elif style == "2.1" and hazard < 0.8:
-            # forked: a new file copies the parent's lines (cost-states included), then its own
-            child = _Session(self.uid(), style, project, sess.models)
+            # forked (--fork-session): a new file copies the parent's conversation lines
+            child = sess.fork(self.uid())
             cf = self.new_file(f"projects/{project}/{child.sid}.jsonl")
-            for x in f.lines:
-                if isinstance(x, dict):
+            lines = [x for x in f.lines if isinstance(x, dict)]
+            cut = max((i for i, x in enumerate(lines) if x.get("subtype") == "compact_boundary"), default=None)
+            kept = lines if cut is None else lines[cut:]
+            if cut is not None:
+                pre = [x for x in lines[:cut] if x.get("type") == "assistant"][-1:]
+                for x in pre:  # the preserved pre-compaction response, its usage zeroed
                     y = copy.deepcopy(x)
-                    if y.get("type") != "cost-state" and "sessionId" in y:
-                        y["sessionId"] = child.sid
-                    if "uuid" in y:
-                        y["uuid"] = self.uid()
+                    u = y["message"]["usage"]
+                    for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                              "output_tokens"):
+                        u[k] = 0
+                    if "cache_creation" in u:
+                        u["cache_creation"]["ephemeral_1h_input_tokens"] = 0
+                    kept = [*kept[:2], y, *kept[2:]]
+            for x in kept:
+                if x.get("type") in ("user", "assistant", "system"):
+                    y = copy.deepcopy(x)
+                    y["sessionId"] = child.sid
+                    if y["type"] == "assistant":
+                        y["requestSessionId"] = sess.sid
                     cf.add(y)
             t += timedelta(hours=rng.randint(1, 30))
             self.run(cf, child, t, rng.randint(1, 2))
@@ -358,8 +406,24 @@ class _Session:
     models: list[str]
     cum: dict[str, float] = field(default_factory=dict)
     cum_tokens: dict[str, int] = field(default_factory=dict)
-    charged: dict[str, float] = field(default_factory=dict)
+    cum_usage: dict[str, list[int]] = field(default_factory=dict)
     charged_tokens: dict[str, int] = field(default_factory=dict)
+    pending: list[tuple[datetime, str, float]] = field(default_factory=list)  # not yet in a cost-state
+
+    def track(self, model: str, t: datetime, cost: float, tokens: tuple) -> None:
+        """The client's cumulative cost tracker (the whole process: subagents included)."""
+        cost = 0.0 if model == UNPRICED_MODEL else cost
+        self.cum[model] = self.cum.get(model, 0.0) + cost
+        self.cum_tokens[model] = self.cum_tokens.get(model, 0) + tokens[0] + tokens[3]
+        acc = self.cum_usage.setdefault(model, [0] * 6)
+        for i, v in enumerate(tokens):
+            acc[i] += v or 0
+        self.pending.append((t, model, cost))
+
+    def fork(self, sid: str) -> "_Session":
+        """A fork: its cumulative totals go on from this session's (the client's cost-state)."""
+        return _Session(sid, self.style, self.project, self.models, dict(self.cum), dict(self.cum_tokens),
+                        {m: list(v) for m, v in self.cum_usage.items()}, dict(self.charged_tokens))
 
     @property
     def cwd(self) -> str:
@@ -368,6 +432,14 @@ class _Session:
     @property
     def version(self) -> str:
         return {"2.1": "2.1.328", "2.0": "2.0.46", "none": "2.1.63"}[self.style]
+
+
+def list_cost(model: str, inp: int, out: int, read: int, m5: int | None, h1: int | None) -> float:
+    """A 2.1.x response's cost: its tokens at list-price proportions, whole units of 2**-20."""
+    if model == UNPRICED_MODEL:
+        return 0.0
+    weight = inp + 5 * out + read // 10 + (m5 or 0) * 5 // 4 + 2 * (h1 or 0)
+    return RATE[model] * weight * UNIT
 
 
 def generate(root: Path | None, sessions: int = 8, seed: int = 0, pad: int = 0) -> History:

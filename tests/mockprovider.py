@@ -211,13 +211,20 @@ def _norm_gemini_usage(u: dict) -> dict:
 
 
 def _norm_anthropic_usage(u: dict) -> dict:
-    return {
+    out = {
         "input_tokens": int(u.get("input_tokens", 0)),
         "cache_creation_input_tokens": int(
             u.get("cache_creation_input_tokens", 0)),
         "cache_read_input_tokens": int(u.get("cache_read_input_tokens", 0)),
         "output_tokens": int(u.get("output_tokens", 0)),
     }
+    cc = u.get("cache_creation")
+    if isinstance(cc, dict):
+        # the 5m/1h split of the cache write, as the Messages API sends it
+        out["cache_creation"] = {
+            "ephemeral_5m_input_tokens": int(cc.get("ephemeral_5m_input_tokens", 0)),
+            "ephemeral_1h_input_tokens": int(cc.get("ephemeral_1h_input_tokens", 0))}
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -255,7 +262,8 @@ class MockProvider:
                  model: str | None = None, host: str = "127.0.0.1",
                  start_output_tokens: int = 1,
                  delta_full_usage: bool = False,
-                 chunk_delay: float = 0.0):
+                 chunk_delay: float = 0.0,
+                 serve_model: dict | None = None):
         if scenario is None:
             scenario = []
         if isinstance(scenario, list):
@@ -279,6 +287,8 @@ class MockProvider:
         # Anthropic: also repeat input/cache figures in message_delta usage.
         self.delta_full_usage = delta_full_usage
         self.chunk_delay = chunk_delay
+        # requested model -> the model id the response names (e.g. a dated id)
+        self.serve_model = dict(serve_model or {})
         self.requests: list[dict] = []
         self.served: dict[str, list[tuple[dict, dict]]] = {
             "anthropic": [], "openai": [], "gemini": []}
@@ -580,10 +590,13 @@ class _Handler(BaseHTTPRequestHandler):
                 "message": step.get("message") or f"mock error {status}"}},
                 headers=step.get("headers"))
             return
-        entry["status"] = 200
-        self.mock.record(entry)
         model = body.get("model") or self.mock.model or "claude-mock"
+        model = self.mock.serve_model.get(model, model)
         msg_id = _new_id("msg_mock")
+        # what was served (the truth of a capture): message id, model, usage, max_tokens
+        entry.update(status=200, message_id=msg_id, model=model,
+                     max_tokens=body.get("max_tokens"))
+        self.mock.record(entry)
         blocks: list[dict] = []
         if step.get("text"):
             blocks.append({"type": "text", "text": step["text"]})

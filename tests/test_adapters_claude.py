@@ -333,6 +333,20 @@ def test_a_failed_resume_does_not_reset_the_stored_session_figures(home, tmp_pat
     assert snap.usage.cost_usd == pytest.approx(0.00025365, rel=1e-9)
 
 
+def test_a_real_stream_with_a_dated_model_is_counted_once(home, tmp_path):
+    """Recorded from Claude Code 2.1.328 against a mock answering `claude-sonnet-4-5-20250929`
+    for `claude-sonnet-4-5` (tests/data/streams/claude-dated-model.jsonl): the messages name the
+    dated id, `result.modelUsage` the alias; one stream, closed by the receipt, 203 not 406."""
+    lines = stream_lines("claude-dated-model.jsonl")
+    models = {e["message"]["model"] for e in lines if e.get("type") == "assistant"}
+    res = client_result("claude-dated-model.jsonl")
+    assert models == {"claude-sonnet-4-5-20250929"} and list(res["modelUsage"]) == ["claude-sonnet-4-5"]
+    _, snap = replay(home, tmp_path, "claude", stream_bytes("claude-dated-model.jsonl"))
+    assert snap.usage.streams == 1 and snap.usage.final_streams == 1
+    assert usage_tuple(snap) == (203, 43, 3000, 150)
+    assert snap.usage.cost_usd == pytest.approx(res["total_cost_usd"], rel=1e-12)
+
+
 def test_receipt_under_another_spelling_of_the_model_closes_the_same_stream(home, tmp_path):
     stream = jsonl([INIT, _msg("m1", {"type": "text", "text": "x"}, {"input_tokens": 7, "output_tokens": 1},
                                model="claude-sonnet-4-5-20250929"),

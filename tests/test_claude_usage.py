@@ -101,20 +101,19 @@ def test_small_history_hand_checked():
     )
     r = feed_all({"p/A.jsonl": a, "p/B.jsonl": b})
     t = r.totals()
-    # m1: first appearance 2026-01-09 (the snapshot line), max output 40, split 20/10
+    # m1: first appearance 2026-01-09 (the snapshot line), max output 40, split 20/10; the
+    # cost-state after it is written on the 10th, but its level is m1's cost: booked on m1's day
     assert t[("2026-01-09", "claude-opus-5-5")] == {
         "input_tokens": 5, "cache_read_tokens": 100, "cache_write_tokens": 30, "cache_write_5m_tokens": 20,
         "cache_write_1h_tokens": 10, "output_tokens": 40, "reasoning_tokens": None, "responses": 1,
-        "cost_usd": None}  # the cost-state after m1 is dated by the file's latest line: the 10th
-    assert t[("2026-01-10", "claude-opus-5-5")]["cost_usd"] == 0.001845
-    assert t[("2026-01-10", "claude-opus-5-5")]["responses"] == 0
+        "cost_usd": 0.001845}
     assert t[("2026-01-11", "claude-opus-5-5")]["output_tokens"] == 7
     assert t[("2026-01-11", "claude-opus-5-5")]["cost_usd"] == pytest.approx(0.0008775, abs=1e-15)
     assert t[("2026-01-10", "claude-sonnet-4")] == {
         "input_tokens": 4, "cache_read_tokens": 0, "cache_write_tokens": 0, "cache_write_5m_tokens": None,
         "cache_write_1h_tokens": None, "output_tokens": 9, "reasoning_tokens": None, "responses": 1,
         "cost_usd": 0.03}
-    assert len(t) == 4
+    assert len(t) == 3
 
 
 # ---- properties -----------------------------------------------------------------------------
@@ -208,21 +207,26 @@ def test_resumed_session_replay_in_a_new_file_counts_once():
     assert t[("2026-01-12",)]["cost_usd"] == 0.25
 
 
-def test_fork_copying_the_parent_cost_state_charges_it_once():
+def test_fork_copies_belong_to_the_parent_and_the_fork_adds_only_its_own():
+    """Claude Code 2.1.328 `--resume P --fork-session` (tests/data/captures/claude/fork): the
+    fork's file copies the parent's lines with `sessionId` rewritten and `requestSessionId: P`
+    on the copied assistant lines, copies no cost-state, and its own cost-state starts from the
+    parent's total (0.5 + its own 0.25 = 0.75)."""
     parent = jl(asst("m1", "2026-01-10T10:00:00.000Z", ref="r1", session="P"),
                 cost_state("P", 0.5, {"claude-sonnet-4-5": (3, 0.5)}))
-    # the copy of the parent's cost-state comes after a later line: it is still the parent's
-    # level, charged at the time the parent reached it, whichever file is read first
-    child = jl(dict(orjson.loads(parent.splitlines()[0]), sessionId="C"),
+    child = jl(dict(orjson.loads(parent.splitlines()[0]), sessionId="C", requestSessionId="P"),
                asst("m2", "2026-01-11T10:00:00.000Z", ref="r2", session="C"),
-               cost_state("P", 0.5, {"claude-sonnet-4-5": (3, 0.5)}),          # copied verbatim
-               cost_state("C", 0.25, {"claude-sonnet-4-5": (3, 0.25)}))
+               cost_state("C", 0.75, {"claude-sonnet-4-5": (6, 0.75)}))
     for order in (["p/P.jsonl", "p/C.jsonl"], ["p/C.jsonl", "p/P.jsonl"]):
         r = feed_all({"p/P.jsonl": parent, "p/C.jsonl": child}, order)
         t = r.totals(("day",))
         assert t[("2026-01-10",)]["cost_usd"] == 0.5
         assert t[("2026-01-11",)]["cost_usd"] == 0.25
         assert t[("2026-01-10",)]["responses"] == 1
+        by = r.totals(("session",))
+        assert (by[("P",)]["responses"], by[("P",)]["cost_usd"]) == (1, 0.5)
+        assert (by[("C",)]["responses"], by[("C",)]["cost_usd"]) == (1, 0.25)
+        assert r.sessions()["C"].started == "2026-01-11T10:00:00.000000Z"  # not the copies' time
 
 
 def test_compaction_relog_keeps_the_first_appearance():
@@ -322,11 +326,51 @@ def test_a_measured_zero_cost_is_zero():
 
 
 def test_cost_state_is_dated_by_the_latest_line_before_it():
-    """A replayed older line between the run and its cost-state does not move the charge back."""
+    """An increment no response explains is charged at the level's time: the latest timestamp
+    before it in its file (an older line between the levels does not move the charge back)."""
     data = jl(asst("m2", "2026-01-12T10:00:00.000Z", ref="r2", session="S"),
-              asst("m1", "2026-01-10T10:00:00.000Z", ref="r1", session="S"),
-              cost_state("S", 0.5, {"claude-sonnet-4-5": (3, 0.5)}))
-    assert [d.day for d in feed_all({"p/S.jsonl": data}).cost_deltas()] == ["2026-01-12"]
+              cost_state("S", 0.5, {"claude-sonnet-4-5": (3, 0.5)}),
+              {"type": "user", "timestamp": "2026-01-10T10:00:00.000Z", "sessionId": "S"},
+              cost_state("S", 0.75, {"claude-sonnet-4-5": (3, 0.75)}))
+    assert [(d.day, d.cost_usd) for d in feed_all({"p/S.jsonl": data}).cost_deltas()] == [
+        ("2026-01-12", 0.5), ("2026-01-12", 0.25)]
+
+
+def test_a_level_is_booked_on_the_days_of_its_responses():
+    """Claude Code writes a session's cost-state at exit only (tests/data/captures/claude/
+    midnight): the increment is split over the responses it covers at list-price proportions,
+    so a session across 00:00 UTC is charged on both days."""
+    data = jl(asst("m1", "2026-01-10T23:59:58.000Z", ref="r1", session="S", inp=100, out=20),
+              asst("m2", "2026-01-11T00:00:02.000Z", ref="r2", session="S", inp=300, out=60),
+              cost_state("S", 0.0024, {"claude-sonnet-4-5": (400, 0.0024)}))
+    t = feed_all({"p/S.jsonl": data}).totals(("day",))
+    assert t[("2026-01-10",)]["cost_usd"] == pytest.approx(0.0006, abs=1e-15)
+    assert t[("2026-01-11",)]["cost_usd"] == pytest.approx(0.0018, abs=1e-15)
+
+
+def test_usage_only_a_cost_state_shows_is_a_response_at_the_compaction():
+    """`/compact` (tests/data/captures/claude/compact): its calls are in no assistant line, only
+    in the next cost-state's cumulative per-model usage; the excess is one response, at the
+    compaction, with the cache split, and the increment's cost is shared with it."""
+    mu = {"claude-sonnet-4-5": {"inputTokens": 110, "outputTokens": 25, "cacheReadInputTokens": 1000,
+                                "cacheCreationInputTokens": 90, "cacheCreationEphemeral5mInputTokens": 70,
+                                "cacheCreationEphemeral1hInputTokens": 20, "costUSD": 0.003}}
+    data = jl(asst("m1", "2026-01-10T10:00:00.000Z", ref="r1", session="S", inp=10, out=5, read=0, write=20,
+                   split=(20, 0)),
+              {"type": "system", "subtype": "compact_boundary", "timestamp": "2026-01-10T10:05:00.000Z",
+               "sessionId": "S"},
+              {"type": "user", "isCompactSummary": True, "timestamp": "2026-01-10T10:05:00.000Z", "sessionId": "S"},
+              asst("m2", "2026-01-10T10:06:00.000Z", ref="r2", session="S", inp=0, out=0, read=0, write=0,
+                   split=(0, 0)),
+              {"type": "cost-state", "sessionId": "S", "totalCostUSD": 0.003, "modelUsage": mu})
+    r = feed_all({"p/S.jsonl": data})
+    (extra,) = [x for x in r.responses() if x.message_id.startswith("cost-state:")]
+    assert extra.time == "2026-01-10T10:05:00.000000Z" and extra.session_id == "S"
+    assert extra.counters == {"input_tokens": 100, "cache_read_tokens": 1000, "cache_write_tokens": 70,
+                              "cache_write_5m_tokens": 50, "cache_write_1h_tokens": 20, "output_tokens": 20,
+                              "reasoning_tokens": None}
+    assert r.totals(("session",))[("S",)]["responses"] == 3
+    assert sum(d.cost_usd for d in r.cost_deltas()) == pytest.approx(0.003, abs=1e-18)
 
 
 def test_cost_usd_per_line_is_deduped_by_response():

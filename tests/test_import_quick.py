@@ -94,7 +94,8 @@ def test_a_warm_refresh_reads_no_listing_and_no_cache(tmp_path, cfg, monkeypatch
 def test_a_grown_log_is_archived_without_a_walk(tmp_path, cfg, monkeypatch):
     home = tmp_path / "home"
     archive.import_client(home, CLAUDE, [cfg])
-    log = sorted(cfg.rglob("*.jsonl"))[2]
+    # (a log whose last line is whole: the torn one's tail would be archived with the new lines)
+    log = [p for p in sorted(cfg.rglob("*.jsonl")) if p.read_bytes().endswith(b"\n")][2]
     calls = Calls(monkeypatch, cfg)
     with open(log, "ab") as f:
         f.write(line(1) + line(2))

@@ -307,6 +307,23 @@ def test_slow_stream_stalls_and_stops_with_server():
 
 @pytest.mark.agents
 @needs_claude
+def test_claude_with_a_dated_served_model(tmp_path):
+    """The API answers with a dated model id (`claude-sonnet-4-5-20250929`) for the alias the
+    client asked for: the client's messages name the dated id, its result's `modelUsage` the
+    alias (issue 26: one model, two spellings)."""
+    with MockProvider([tool_call("Bash", {"command": "echo hi"}), answer("All done.")],
+                      serve_model={"claude-sonnet-4-5": "claude-sonnet-4-5-20250929"}) as mp:
+        p = run_agent(claude_argv("Run echo hi, then say done."),
+                      claude_env(tmp_path, mp), agent_cwd(tmp_path))
+    save("claude-dated-model", p.stdout, tmp_path)
+    assert p.returncode == 0, p.stderr
+    ev = parse_jsonl(p.stdout)
+    assert {e["message"]["model"] for e in only(ev, "assistant")} == {"claude-sonnet-4-5-20250929"}
+    assert list(only(ev, "result")[0]["modelUsage"]) == ["claude-sonnet-4-5"]
+
+
+@pytest.mark.agents
+@needs_claude
 def test_claude_tool_then_answer(tmp_path):
     with MockProvider([tool_call("Bash", {"command": "echo hi"}),
                        answer("All done.")]) as mp:
@@ -631,6 +648,7 @@ def test_codex_all_500(tmp_path):
 CLAUDE_EXPECTED = {
     # file: (result.usage 4 figures, total_cost_usd)
     "claude-tool-then-answer": ((203, 43, 3000, 150), 0.0027165),
+    "claude-dated-model": ((203, 43, 3000, 150), 0.0027165),
     "claude-three-tools": ((410, 90, 10000, 500), 0.007455),
     "claude-max-turns": ((101, 21, 1000, 50), 0.0011055),
     "claude-all-500": ((0, 0, 0, 0), 0),

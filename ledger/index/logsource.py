@@ -144,6 +144,7 @@ def _slot(text: str | None, fallback: int) -> int:
 class _Claude:
     harness = "claude"
     provider = "anthropic"
+    state_v = 2  # claude_usage.STATE_VERSION (2: levels with tokens, forks, compactions): an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:

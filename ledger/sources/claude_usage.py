@@ -11,23 +11,32 @@ Counting rules (DESIGN §4b, reference/stream-formats.md §B):
 * Its usage is the **max per counter** over its lines (a snapshot's `output_tokens` is low).
 * Its time is the **first appearance** (the smallest timestamp of any copy; a compaction
   re-logs responses later), so the UTC day does not depend on the order files are fed in.
-* Its attribution (session, agent) comes from the preferred copy: **non-sidechain first**,
-  then the earliest, then the smallest session id / file / line (a total order, so the
-  choice does not depend on feed order either).
+* A copied fork line (`requestSessionId` other than its `sessionId`: Claude Code 2.1.328's
+  `--resume ID --fork-session` copies the parent's lines so) belongs to `requestSessionId`.
+  Otherwise its attribution (session, agent) comes from the preferred copy: **non-sidechain
+  first**, then the earliest, then the smallest session id / file / line (a total order, so
+  the choice does not depend on feed order either).
 * Counters use ledger's shape (ledger.records.model): `input_tokens` (uncached),
   `cache_read_tokens`, `cache_write_tokens` with `cache_write_5m_tokens` /
   `cache_write_1h_tokens` when the split accounts for every cache write, `output_tokens`,
   `reasoning_tokens` when reported. A counter no line reported stays None (unknown, not 0).
 * Cost (basis `reported`), never estimated here:
   - 2.1.x `cost-state` lines hold the cumulative cost of a session (`totalCostUSD`, per model
-    `modelUsage[m].costUSD`; a resumed session's file holds both runs' cumulative states).
-    Each chain (the line's `sessionId`) is charged its increments: every cumulative level
-    reached is charged, once, at the earliest time it was observed (a cost-state has no
-    timestamp: its time is the latest timestamp before it in its file). Copies of a
-    cost-state in another file therefore add nothing. A model that has tokens but a 0 cost
-    under `hasUnknownModelCost` has an unknown cost (None), not 0.
+    `modelUsage[m].costUSD` and its cumulative tokens; a resumed session's file holds both
+    runs' cumulative states). A cost-state has no timestamp: its time is the latest
+    timestamp before it in its file; each level counts once (copies add nothing). Each chain
+    (the line's `sessionId`) is charged its increments, a fork's counted from its parent's
+    level at the fork (its levels go on from the parent's total). An increment is split over
+    the chain's responses of that model since the level below, in list-price proportions, so
+    it is booked on their days; one no response explains is booked at the level's time. A
+    model that has tokens but a 0 cost under `hasUnknownModelCost` has an unknown cost (None).
+  - What a level's per-model tokens hold beyond the chain's responses (the `/compact` calls,
+    which no assistant line shows) is one more response, at the latest compaction before it.
   - 2.0.x `costUSD` on assistant lines: the response's cost (max over its copies).
   - Anything else: no cost (None); estimating is done elsewhere.
+* A line without `type` holding `message.id` + `message.usage` (role assistant or unsaid) is an
+  assistant line (ccusage's test data has this shape); another untyped line with a `message`
+  is a message with nothing to count; an untyped line without one is a problem.
 * Bad input (not JSON, not an object, non-UTF-8, unknown line type, an assistant line with
   usage but no `message.id`, a torn last line) is skipped and reported in `problems` with
   file, line number and reason; never an exception.
@@ -43,6 +52,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -51,7 +61,7 @@ from typing import Any, Iterable, Iterator
 from ledger.records.timefmt import format_utc, parse_rfc3339
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # (2: cost levels with their tokens, a fork's parent, compaction times)
 SYNTHETIC_MODEL = "<synthetic>"  # locally made messages: no API call, no usage
 
 # Counters kept per response, in the order stored in the state.
@@ -220,11 +230,10 @@ class ClaudeUsage:
         self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
         # "<message id>\n<request key>" -> entry list (layout above)
         self._responses: dict[str, list[Any]] = {k: list(v) for k, v in s.get("responses", {}).items()}
-        # chain (sessionId) -> {"m": {model: {repr(level): time}}, "t": {repr(level): time},
-        #                       "u": [models with unknown cost]}
-        self._chains: dict[str, dict[str, Any]] = {
-            k: {"m": {m: dict(lv) for m, lv in v["m"].items()}, "t": dict(v["t"]), "u": list(v["u"])}
-            for k, v in s.get("chains", {}).items()}
+        # chain (sessionId) -> {"m": {model: {level key: [time, tokens or None, file, line]}},
+        #                       "t": {repr(level): time}, "u": [models with unknown cost],
+        #                       "p": [sessions its copied lines name], "c": [compaction times]}
+        self._chains: dict[str, dict[str, Any]] = {k: _copy_chain(v) for k, v in s.get("chains", {}).items()}
         # session id -> [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]
         # (optional in the state: states written before sessions were kept still load)
         self._sessions: dict[str, list[Any]] = {
@@ -233,13 +242,13 @@ class ClaudeUsage:
         self._tool_ids: set[str] = set(s.get("tool_ids", ()))
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
+        self._memo: tuple[list[Response], list[CostDelta]] | None = None
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
                 "responses": {k: list(v) for k, v in self._responses.items()},
-                "chains": {k: {"m": {m: dict(lv) for m, lv in v["m"].items()}, "t": dict(v["t"]),
-                               "u": list(v["u"])} for k, v in self._chains.items()},
+                "chains": {k: _copy_chain(v) for k, v in self._chains.items()},
                 "sessions": {k: [*v[:6], dict(v[6])] for k, v in self._sessions.items()},
                 "tool_ids": sorted(self._tool_ids),
                 "problem_count": self.problem_count}
@@ -261,6 +270,7 @@ class ClaudeUsage:
         cur = self._files.get(file)
         if cur is None:
             cur = self._files[file] = [0, 0, None]
+        self._memo = None
         if offset != cur[0]:
             raise ValueError(f"{file}: feed at offset {offset}, but {cur[0]} bytes were consumed")
         path_session, path_agent = session_of_path(file)
@@ -269,16 +279,25 @@ class ClaudeUsage:
         lineno = cur[1] + data.count(b"\n", 0, end)  # after the chunk
         for n, obj in json_objects(data, end, cur[1], lambda n, why: self._problem(file, n, why)):
             kind = obj.get("type")
+            if kind is None and isinstance(obj.get("message"), dict):
+                # an untyped message line: a response when it holds one, else nothing to count
+                kind = "assistant" if _untyped_response(obj) else "user"
             ts = _utc(obj.get("timestamp"))
             if ts is not None and (latest is None or ts > latest):
                 latest = ts
             sid = obj.get("sessionId")
-            if type(sid) is str and sid:
+            if type(sid) is str and sid and _copied_from(obj, sid) is None:
                 self._session_line(sid, obj, ts)
             if kind == "assistant":
                 self._assistant(obj, ts, file, n, path_session, path_agent)
             elif kind == "cost-state":
                 self._cost_state(obj, latest, file, n, path_session)
+            elif kind == "system" and obj.get("subtype") == "compact_boundary" and ts is not None:
+                c = self._chain(sid if type(sid) is str and sid else path_session)
+                if c is not None and ts not in c["c"]:
+                    c["c"].append(ts)
+            elif kind is None:
+                self._problem(file, n, "a line without a type and without a message: not counted")
             elif kind not in KNOWN_TYPES:
                 self._problem(file, n, f"unknown line type {str(kind)[:60]!r}")
         if end < len(data):
@@ -308,6 +327,15 @@ class ClaudeUsage:
         cost = _cost(obj.get("costUSD"))
         side = 1 if obj.get("isSidechain") is True else 0
         session = obj.get("sessionId") if type(obj.get("sessionId")) is str else path_session
+        parent = _copied_from(obj, session)
+        if parent is not None:
+            # `--resume ID --fork-session` copies the parent's lines into the fork's file with
+            # `requestSessionId: <parent>`: the response is the parent's (the fork gets only its
+            # own); the fork's cost levels start from the parent's total
+            c = self._chain(session)
+            if c is not None and parent not in c["p"]:
+                c["p"].append(parent)
+            session = parent
         content = msg.get("content")
         if type(content) is list and session is not None:
             self._tools(session, content)
@@ -370,7 +398,7 @@ class ClaudeUsage:
         if sid is None:
             self._problem(file, lineno, "cost-state without sessionId")
             return
-        chain = self._chains.setdefault(sid, {"m": {}, "t": {}, "u": []})
+        chain = self._chain(sid)
         total = _cost(obj.get("totalCostUSD"))
         if total is not None:
             _observe(chain["t"], total, time)
@@ -387,12 +415,32 @@ class ClaudeUsage:
                         "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")):
                     if model not in chain["u"]:
                         chain["u"].append(model)
-                _observe(chain["m"].setdefault(model, {}), c, time)
+                _observe_level(chain["m"].setdefault(model, {}), c, _level_tokens(u), time, file, lineno)
         elif total is None:
             self._problem(file, lineno, "cost-state without totalCostUSD or modelUsage")
 
     # ---- results -----------------------------------------------------------------------
+    def _chain(self, sid: str | None) -> dict[str, Any] | None:
+        if sid is None:
+            return None
+        c = self._chains.get(sid)
+        if c is None:
+            c = self._chains[sid] = {"m": {}, "t": {}, "u": [], "p": [], "c": []}
+        return c
+
     def responses(self) -> Iterator[Response]:
+        """Every response: those the transcripts hold, then those only a `cost-state` shows."""
+        return iter(self._results()[0])
+
+    def _results(self) -> tuple[list[Response], list[CostDelta]]:
+        """(responses, cost deltas), computed once per fed state (feed() forgets them)."""
+        if self._memo is None:
+            logged = list(self._logged())
+            every = logged + list(self._unlogged(logged))
+            self._memo = (every, self._deltas(every))
+        return self._memo
+
+    def _logged(self) -> Iterator[Response]:
         for key, e in self._responses.items():
             mid, _, req = key.partition("\n")
             write, m5, h1 = e[2], e[5], e[6]
@@ -407,19 +455,166 @@ class ClaudeUsage:
                            counters, e[_COST], e[_FILE], e[_LINE])
 
     def sessions(self) -> dict[str, SessionInfo]:
-        """What each session's own lines said about it (by session id)."""
-        return {sid: SessionInfo(sid, *m[:6], dict(m[6])) for sid, m in self._sessions.items()}
+        """What each session's own lines said about it (by session id). A fork's file starts
+        with copies of its parent's lines (their old timestamps; only the assistant copies are
+        marked): a fork starts at its first own response, when it has one."""
+        out = {sid: SessionInfo(sid, *m[:6], dict(m[6])) for sid, m in self._sessions.items()}
+        forks = {sid for sid, c in self._chains.items() if c["p"] and sid in out}
+        if forks:
+            first: dict[str, str] = {}
+            for r in self.responses():
+                if r.session_id in forks and r.time is not None and (
+                        r.session_id not in first or r.time < first[r.session_id]):
+                    first[r.session_id] = r.time
+            for sid, t in first.items():
+                info = out[sid]
+                if info.started is None or info.started < t:
+                    out[sid] = SessionInfo(sid, t, info.ended, info.cwd, info.git_branch, info.version,
+                                           info.entrypoint, info.tools)
+        return out
+
+    # ---- cumulative cost-state levels ----------------------------------------------------
+    def _levels(self, sid: str, model: str) -> list[tuple[float, str | None, list[int | None] | None, str, int]]:
+        """A chain's levels of one model, ascending: (cost, time reached, tokens, file, line); the
+        time is the earliest observation of that level or any higher one."""
+        lv = self._chains[sid]["m"].get(model, {})
+        pts = sorted(((float(k.partition("|")[0]), *v) for k, v in lv.items()),
+                     key=lambda p: (p[0], sum(x or 0 for x in p[2] or ())))
+        out: list[Any] = []
+        best: str | None = None
+        for cost, t, tok, file, line in reversed(pts):
+            if t is not None and (best is None or t < best):
+                best = t
+            out.append((cost, best, tok, file, line))
+        out.reverse()
+        return out
+
+    def _base(self, sid: str) -> dict[str, tuple[float, list[int | None] | None]]:
+        """Where a fork's cumulative levels start, per model: its parent's level (cost, tokens)
+        at the fork's first `cost-state` (the highest parent level observed by then). A session
+        that is no fork, or whose parent's lines were not fed, starts at 0."""
+        chain = self._chains[sid]
+        parent = self._parent(sid)
+        if parent is None:
+            return {}
+        times = [v[0] for lv in chain["m"].values() for v in lv.values() if v[0] is not None]
+        if not times:
+            return {}
+        at = min(times)
+        out: dict[str, tuple[float, list[int | None] | None]] = {}
+        for model in self._chains[parent]["m"]:
+            below = [(c, tok) for c, t, tok, _, _ in self._levels(parent, model) if t is not None and t <= at]
+            if below:
+                out[model] = below[-1]
+        return out
+
+    def _parent(self, sid: str) -> str | None:
+        """The session a fork was forked from. Its file's copies name the session each line was
+        first written in (a fork of a fork copies its grandparent's lines with the grandparent's
+        id, capture `fork_chain`): the parent is the deepest of them (the one forked from the
+        others)."""
+        cands = [p for p in self._chains[sid]["p"] if p != sid and p in self._chains]
+        if not cands:
+            return None
+
+        def depth(x: str, seen: frozenset[str]) -> int:
+            ps = [p for p in self._chains[x]["p"] if p in self._chains and p not in seen]
+            return 1 + max((depth(p, seen | {p}) for p in ps), default=0)
+
+        return max(cands, key=lambda x: (depth(x, frozenset({sid, x})), cands.index(x)))
+
+    def _unlogged(self, logged: list[Response]) -> Iterator[Response]:
+        """Usage that only a `cost-state` shows: what a level's per-model cumulative tokens
+        (`modelUsage`, a fork's counted from its parent's level) hold beyond the chain's own
+        responses up to that level (the `/compact` calls, which no assistant line shows). Each
+        such excess is one response, at the chain's latest compaction before the level (else
+        the level's time)."""
+        own: dict[tuple[str | None, str | None], list[Response]] = {}
+        for r in logged:
+            own.setdefault((r.session_id, r.model), []).append(r)
+        for sid in sorted(self._chains):
+            chain = self._chains[sid]
+            base = self._base(sid)
+            for model in sorted(chain["m"]):
+                if model in chain["u"]:
+                    continue  # (a model whose cost the client does not know: its tokens are its own)
+                bt = base.get(model, (0.0, None))[1] or [0] * len(LEVEL_TOKENS)
+                rs = sorted((r for r in own.get((sid, model), []) if r.time is not None),
+                            key=lambda r: r.time)  # type: ignore[arg-type, return-value]
+                seen: list[int | None] = [0] * len(LEVEL_TOKENS)  # the responses' sums up to the level
+                j = 0
+                done = [0] * len(LEVEL_TOKENS)
+                prev_t: str | None = None
+                for k, (_, t, tok, file, line) in enumerate(self._levels(sid, model)):
+                    if tok is None or t is None:
+                        continue
+                    while j < len(rs) and rs[j].time <= t:  # type: ignore[operator]
+                        c = rs[j].counters
+                        for i, name in enumerate(LEVEL_TOKENS):
+                            v, x = c[name], seen[i]
+                            seen[i] = None if v is None or x is None else x + v
+                        j += 1
+                    extra: list[int | None] = []
+                    for i in range(len(LEVEL_TOKENS)):
+                        x, b, sn = tok[i], bt[i] if i < len(bt) else 0, seen[i]
+                        extra.append(None if x is None or b is None or sn is None else max(0, x - b - sn - done[i]))
+                    if any(extra[:4]):
+                        for i, v in enumerate(extra):
+                            if v is not None:
+                                done[i] += v
+                        w, m5, h1 = extra[2], extra[4], extra[5]
+                        split = w is not None and m5 is not None and h1 is not None and m5 + h1 == w
+                        counters = {"input_tokens": extra[0], "cache_read_tokens": extra[1], "cache_write_tokens": w,
+                                    "cache_write_5m_tokens": m5 if split else None,
+                                    "cache_write_1h_tokens": h1 if split else None,
+                                    "output_tokens": extra[3], "reasoning_tokens": None}
+                        when = max((c for c in chain["c"] if c <= t and (prev_t is None or c > prev_t)), default=t)
+                        yield Response(f"cost-state:{sid}:{model}:{k}", None, model, when, sid, None, False,
+                                       counters, None, file, line)
+                    prev_t = t
 
     def cost_deltas(self) -> list[CostDelta]:
+        return list(self._results()[1])
+
+    def _deltas(self, responses: list[Response]) -> list[CostDelta]:
+        """What each chain (session) added: its levels' increments (a fork's from its parent's
+        level), each split over the chain's responses of that model since the level below, in
+        proportion to their list-price weight (`_weight`), so a level is charged on the days its
+        responses happened; an increment no response explains is charged at the level's time."""
         out: list[CostDelta] = []
+        own: dict[tuple[str | None, str | None], list[Response]] = {}
+        for r in responses:
+            own.setdefault((r.session_id, r.model), []).append(r)
+        for rs in own.values():
+            rs.sort(key=lambda r: (r.time is None, r.time or ""))
         for sid, chain in sorted(self._chains.items()):
+            base = self._base(sid)
             if chain["m"]:
-                for model, levels in sorted(chain["m"].items()):
+                for model in sorted(chain["m"]):
                     unknown = model in chain["u"]
-                    for t, d in _increments(levels):
-                        out.append(CostDelta(sid, model, t, None if unknown else d))
+                    prev: float | None = base[model][0] if model in base else None
+                    prev_t: str | None = None
+                    rs = [r for r in own.get((sid, model), []) if r.time is not None]
+                    times = [r.time for r in rs]
+                    for v, t, _, _, _ in self._levels(sid, model):
+                        if prev is None or v > prev:
+                            # the first level is charged even at 0.0: a measured zero is not unknown
+                            d = v - (prev or 0.0)
+                            covered = rs[0 if prev_t is None else bisect_right(times, prev_t):
+                                         len(rs) if t is None else bisect_right(times, t)]
+                            out.extend(_split(sid, model, t, d, covered, unknown))
+                            prev = v
+                        if t is not None:
+                            prev_t = t
             else:
-                for t, d in _increments(chain["t"]):
+                parent = self._parent(sid)
+                pb = self._chains[parent]["t"] if parent is not None else {}
+                start = None
+                if pb and chain["t"]:
+                    at = min((t for t in chain["t"].values() if t is not None), default=None)
+                    below = [(t, d) for t, d in _increments(pb) if at is not None and t is not None and t <= at]
+                    start = sum(d for _, d in below) if below else None
+                for t, d in _increments(chain["t"], start):
                     out.append(CostDelta(sid, None, t, d))
         return out
 
@@ -464,7 +659,7 @@ def _observe(levels: dict[str, Any], value: float, time: str | None) -> None:
         levels[k] = time
 
 
-def _increments(levels: dict[str, Any]) -> list[tuple[str | None, float]]:
+def _increments(levels: dict[str, Any], start: float | None = None) -> list[tuple[str | None, float]]:
     """Each cumulative level's increment over the level below, charged at the earliest time any
     observation reached it (so copies and feed order change nothing)."""
     pts = sorted(((float(k), t) for k, t in levels.items()), key=lambda p: -p[0])
@@ -476,10 +671,82 @@ def _increments(levels: dict[str, Any]) -> list[tuple[str | None, float]]:
         reached.append((v, best))
     reached.reverse()
     out: list[tuple[str | None, float]] = []
-    prev: float | None = None
+    prev: float | None = start
     for v, t in reached:
         if prev is None or v > prev:
             # the first level is charged even at 0.0: a measured zero is not unknown
             out.append((t, v - (prev or 0.0)))
         prev = v
+    return out
+
+
+# modelUsage's cumulative counters, in the order kept per level (the last two: the 5m/1h split)
+LEVEL_TOKENS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
+                "cache_write_5m_tokens", "cache_write_1h_tokens")
+_MODEL_USAGE = ("inputTokens", "cacheReadInputTokens", "cacheCreationInputTokens", "outputTokens",
+                "cacheCreationEphemeral5mInputTokens", "cacheCreationEphemeral1hInputTokens")
+# Anthropic's list prices per token type relative to input (every Claude model: input 1, output 5,
+# cache read 0.1, cache write 5m 1.25, 1h 2), times 20 to stay whole: a level's increment is split
+# over its responses in these proportions (exact when the client prices at list, as it says)
+_WEIGHTS20 = {"input_tokens": 20, "output_tokens": 100, "cache_read_tokens": 2,
+              "cache_write_5m_tokens": 25, "cache_write_1h_tokens": 40}
+
+
+def _untyped_response(obj: dict[str, Any]) -> bool:
+    """A line without `type` that holds a response (`message.id` and `message.usage`, the role
+    assistant or unsaid): counted as an assistant line (the shape of ccusage's test data; a
+    log of such lines would otherwise count nothing)."""
+    m = obj.get("message")
+    return (isinstance(m, dict) and type(m.get("id")) is str and isinstance(m.get("usage"), dict)
+            and m.get("role", "assistant") == "assistant")
+
+
+def _copied_from(obj: dict[str, Any], session: str | None) -> str | None:
+    """The session a copied line belongs to (`requestSessionId` other than its `sessionId`)."""
+    p = obj.get("requestSessionId")
+    return p if type(p) is str and p and p != session else None
+
+
+def _copy_chain(v: dict[str, Any]) -> dict[str, Any]:
+    return {"m": {m: {k: list(x) for k, x in lv.items()} for m, lv in v["m"].items()}, "t": dict(v["t"]),
+            "u": list(v["u"]), "p": list(v.get("p") or ()), "c": list(v.get("c", ()))}
+
+
+def _level_tokens(u: dict[str, Any]) -> list[int | None] | None:
+    tok = [_count(u.get(k)) for k in _MODEL_USAGE]
+    return tok if any(x is not None for x in tok[:4]) else None
+
+
+def _observe_level(levels: dict[str, Any], cost: float, tokens: list[int | None] | None, time: str | None,
+                   file: str, line: int) -> None:
+    k = repr(cost) if tokens is None else repr(cost) + "|" + ",".join("-" if x is None else str(x) for x in tokens)
+    old = levels.get(k)
+    if old is None:
+        levels[k] = [time, tokens, file, line]
+    elif time is not None and (old[0] is None or time < old[0]):
+        old[0] = time
+
+
+def _weight(r: Response) -> int:
+    c = r.counters
+    w = 0
+    for k in ("input_tokens", "output_tokens", "cache_read_tokens"):
+        w += (c[k] or 0) * _WEIGHTS20[k]
+    if c["cache_write_5m_tokens"] is not None and c["cache_write_1h_tokens"] is not None:
+        w += c["cache_write_5m_tokens"] * 25 + c["cache_write_1h_tokens"] * 40
+    else:
+        w += (c["cache_write_tokens"] or 0) * 25
+    return w
+
+
+def _split(sid: str, model: str, t: str | None, d: float, covered: list[Response], unknown: bool) -> list[CostDelta]:
+    if unknown:
+        return [CostDelta(sid, model, t, None)]
+    weights = [_weight(r) for r in covered]
+    total = sum(weights)
+    if not covered or total <= 0:
+        return [CostDelta(sid, model, t, d)]
+    out = [CostDelta(sid, model, r.time, d * w / total) for r, w in zip(covered, weights)]
+    # (the shares add up to the increment exactly: the last takes what rounding left)
+    out[-1] = CostDelta(sid, model, covered[-1].time, d - sum(x.cost_usd or 0.0 for x in out[:-1]))
     return out
