@@ -719,6 +719,61 @@ def _load_state(path: str | Path, client: Client, key: str) -> tuple[dict[str, A
         return fresh, f"its archive state was damaged ({type(exc).__name__}), set aside as {aside.name}"
 
 
+PROBLEMS = "/problems"  # the index's log_state.source `<client>-log/problems`: its damaged archive files
+
+
+def parse_problems(text: str | bytes) -> dict[str, list[Any]]:
+    """The index's record of a client's damaged archive files: archive file -> [byte offset
+    or None, reason] (anything unexpected: none)."""
+    try:
+        out = json.loads(text)["problems"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def archive_reason(offset: int | None, reason: str) -> str:
+    """How a damaged archive file is named by the index's passes, reports and `ledger runs`."""
+    at = f" at byte {offset:,}" if isinstance(offset, int) else ""
+    return (f"damaged archive{at}: {reason} (an evidence gap; `ledger import` copies it again "
+            "while the log still holds it)")
+
+
+def recorded_archives(client_dir: str | Path) -> dict[str, int]:
+    """archive file (below the client dir) -> the bytes its state file says it holds (a zstd
+    generation's compressed size, a plain one's size): what `ledger verify` and the index
+    compare the files with. Damaged or foreign state files are left out."""
+    out: dict[str, int] = {}
+    for name, state in iter_states(client_dir):
+        for g in state.get("generations", ()):
+            try:
+                rel, n = g["archive"], g["csize"] if g.get("format") == ZSTD else g["size"]
+            except (KeyError, TypeError):
+                continue
+            if isinstance(rel, str) and isinstance(n, int):
+                out[rel] = n
+    return out
+
+
+def iter_states(client_dir: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(file name, content) of each readable state file of a client's archive."""
+    sdir = os.path.join(client_dir, STATE_DIR)
+    try:
+        names = sorted(os.listdir(sdir))
+    except OSError:
+        return
+    for name in names:
+        if len(name) != 37 or not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(sdir, name), "rb") as f:
+                state = _loads(f.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(state, dict) and state.get("schema_version") == STATE_VERSION:
+            yield name, state
+
+
 # ---------------------------------------------------------------- archiving
 
 class Archiver:
@@ -914,6 +969,9 @@ class Archiver:
             state, damaged = _load_state(state_path, self.client, key)
         seen = state["sources"].get(f.path)
         sig = {"size": f.st.st_size, "mtime_ns": f.st.st_mtime_ns, "inode": f.st.st_ino}
+        if seen is not None and all(seen.get(k) == v for k, v in sig.items()) and seen.get("refused"):
+            self.summary.skipped.append(Problem(f.path, seen["refused"]))  # (as it was: not read again)
+            return
         if seen is not None and all(seen.get(k) == v for k, v in sig.items()):
             self.summary.unchanged += 1
             self.summary.waiting += bool(seen.get("pending_bytes"))
@@ -937,7 +995,11 @@ class Archiver:
             sig = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
             size = st.st_size
             if self.client.zstd and f.path.endswith(ZSTD_SUFFIX):
-                src, size = _inflate(src)  # (its lines, read like a plain log's; the signature stays the file's)
+                try:
+                    src, size = _inflate(src, f.path)  # (its lines, read like a plain log's; the signature stays the file's)
+                except LogOverBound as exc:
+                    self._refuse(f, state, state_path, name, sig, seen, exc.reason)
+                    return
             gens = state["generations"]
             # a log never archived is read whole in one go (the copy starts from these bytes);
             # one that was is read from its archived end, after the prefix check's 4 KiB
@@ -951,7 +1013,7 @@ class Archiver:
                 gap_reason = self._why_not(src, size, head, gens, current)
             elif gen is None and damaged:
                 gap_reason = damaged
-            copied, pending = self._copy(src, f, size, gens, gen, first)
+            copied, pending, refused = self._copy(src, f, size, gens, gen, first)
             if copied and gen is None:
                 gen = gens[-1]
                 if gap_reason is not None:
@@ -959,10 +1021,13 @@ class Archiver:
                     self.summary.gaps.append(Gap(f.path, gen["archive"], gen["generation"], gap_reason))
                 else:
                     self.summary.new_files += 1
-            if pending:
+            if refused:
+                self.summary.skipped.append(Problem(f.path, refused))
+            elif pending:
                 self.summary.waiting += 1
             state["sources"][f.path] = {**sig, "generation": gen["generation"] if gen else None,
-                                        "pending_bytes": pending, "root": f.root, "rel": f.rel}
+                                        "pending_bytes": pending, "root": f.root, "rel": f.rel,
+                                        **({"refused": refused} if refused else {})}
             self._mkdirs(os.path.dirname(state_path))
             _write_atomic(state_path, _dumps(state), durable=False)
             if self.stated is not None:
@@ -970,10 +1035,25 @@ class Archiver:
             self.changed = True
             if not pending:
                 self.seen[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
-            else:
+            elif not refused:
                 self.waiting_at[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
         finally:
             os.close(src)
+
+    def _refuse(self, f: Found, state: dict[str, Any], state_path: str, name: str, sig: dict[str, int],
+                seen: dict[str, Any] | None, reason: str) -> None:
+        """A log over a bound (ledger.sources.zframes): named, and remembered at its signature
+        in its state file, so that the next import skips it on its stat alone (a zstd bomb is
+        not decompressed again by every reader)."""
+        self.summary.skipped.append(Problem(f.path, reason))
+        self.begin_write()
+        state["sources"][f.path] = {**sig, "generation": seen.get("generation") if seen else None,
+                                    "pending_bytes": 0, "root": f.root, "rel": f.rel, "refused": reason}
+        self._mkdirs(os.path.dirname(state_path))
+        _write_atomic(state_path, _dumps(state), durable=False)
+        if self.stated is not None:
+            self.stated.add(name)
+        self.changed = True
 
     def _matching(self, src: int, size: int, head: bytes, gens: list[dict[str, Any]],
                   current: int | None) -> dict[str, Any] | None:
@@ -1003,10 +1083,17 @@ class Archiver:
         return "rewritten: the bytes before the archived end differ from the archive"
 
     def _copy(self, src: int, f: Found, size: int, gens: list[dict[str, Any]], gen: dict[str, Any] | None,
-              first: bytes) -> tuple[int, int]:
+              first: bytes) -> tuple[int, int, str | None]:
         """Append the complete lines after the generation's end, up to the log's `size` when it
         was opened (a new generation when `gen` is None and there is a complete line); returns
-        (bytes copied, bytes of a torn line). `first`: the log's bytes from 0, read already."""
+        (bytes copied, bytes of a torn line, why the copy stopped short). `first`: the log's
+        bytes from 0, read already. A line longer than LEDGER_MAX_LINE_BYTES (a line still
+        being written, or a file that is not JSONL) stops the copy before it: the log is
+        archived up to that line, and the reading stops there (memory stays bounded)."""
+        from ledger.sources.zframes import bound
+
+        max_line = bound("LEDGER_MAX_LINE_BYTES")
+        refused = None
         self.begin_write()
         dst = self._open_archive(gen) if gen is not None else None  # may adopt an interrupted append
         made = gen is None  # (a new archive file: its size is what this call writes)
@@ -1050,6 +1137,11 @@ class Archiver:
                     last_line = bytes(view[-TAIL_BYTES:])
                     view.release()
                     pending = pending[cut:]
+                if len(pending) > max_line:
+                    refused = (f"a line longer than {max_line:,} bytes at byte {pos - len(pending):,} (a line still "
+                               "being written, or not a JSONL log): archived up to it, not read past it "
+                               "(LEDGER_MAX_LINE_BYTES)")
+                    break
                 if done:
                     break
             if copied:
@@ -1073,7 +1165,7 @@ class Archiver:
         finally:
             if dst is not None:
                 os.close(dst)
-        return copied, len(pending)
+        return copied, len(pending), refused
 
     def _new_generation(self, f: Found, gens: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
         """A new (zstd) generation of the log and its archive file, created empty and open for
@@ -1241,7 +1333,7 @@ def _compressor() -> Any:
     if not _CCTX:
         import zstandard  # (only an import that writes needs it)
 
-        _CCTX.append(zstandard.ZstdCompressor(level=LEVEL))
+        _CCTX.append(zstandard.ZstdCompressor(level=LEVEL, write_checksum=True))  # (verify finds a damaged frame)
     return _CCTX[0]
 
 
@@ -1257,55 +1349,51 @@ def _utc_now() -> str:
 
 
 def _complete_frames(data: bytes) -> tuple[int, bytes]:
-    """(bytes of the complete zstd frames at the start of `data`, their content). Fed in blocks:
-    a frame's end is found without copying the rest of the data once per frame."""
-    import zstandard
+    """(bytes of the complete zstd frames at the start of `data`, their content): a torn or
+    damaged frame, or one over the bounds (ledger.sources.zframes), ends them."""
+    from ledger.sources.zframes import leading
 
-    mv = memoryview(data)
-    out = bytearray()
-    frame = bytearray()
-    pos = done = 0
-    d = zstandard.ZstdDecompressor().decompressobj()
-    while pos < len(mv):
-        block = mv[pos:pos + FRAME_BLOCK]
-        try:
-            frame += d.decompress(block)
-        except zstandard.ZstdError:
-            break  # not a frame (damage): what came before stands
-        if d.eof:
-            pos += len(block) - len(d.unused_data)
-            done = pos
-            out += frame
-            frame = bytearray()
-            d = zstandard.ZstdDecompressor().decompressobj()
-        else:
-            pos += len(block)
-    return done, bytes(out)
+    return leading(data)
 
 
-def _inflate(fd: int) -> tuple[int, int]:
+class LogOverBound(Exception):
+    """A log (or its line) over one of the bounds of ledger.sources.zframes: skipped, named."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _inflate(fd: int, name: str = "") -> tuple[int, int]:
     """A whole-zstd log's content in an unlinked temporary file: (its fd, its size); `fd` is
     closed on success (on failure the caller's). Such a log is cold (Codex compresses rollouts
-    untouched for 7 days), so this happens once per file: then its signature skips it."""
+    untouched for 7 days), so this happens once per file: then its signature skips it. The
+    content is streamed with the bounds of ledger.sources.zframes: a log that would grow past
+    them (a zstd bomb) raises LogOverBound before its frame is decompressed."""
+    import mmap
     import tempfile
 
-    import zstandard
+    from ledger.sources import zframes
 
-    try:
-        with os.fdopen(os.dup(fd), "rb") as raw, tempfile.TemporaryFile() as tmp:
-            d, whole = zstandard.ZstdDecompressor().decompressobj(), True
-            while chunk := raw.read(CHUNK):
-                while chunk:  # frame by frame (a torn last frame must not pass for a short log)
-                    tmp.write(d.decompress(chunk))
-                    whole, chunk = d.eof, (d.unused_data if d.eof else b"")
-                    if d.eof:
-                        d = zstandard.ZstdDecompressor().decompressobj()
-            if not whole:
-                raise zstandard.ZstdError("its last frame is torn")
-            tmp.flush()
-            out = os.dup(tmp.fileno())
-    except zstandard.ZstdError as exc:
-        raise OSError(errno.EIO, f"not a whole zstd file: {exc}") from None
+    size = os.fstat(fd).st_size
+    if size == 0:
+        raise OSError(errno.EIO, "not a whole zstd file: it is empty")
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf, tempfile.TemporaryFile() as tmp:
+        end = 0
+        try:
+            for f, piece in zframes.inflate(buf, 0, name):
+                if piece is not None:
+                    tmp.write(piece)
+                elif f.bad is not None:
+                    raise OSError(errno.EIO, f"not a whole zstd file: the frame at byte {f.start:,} {f.bad}")
+                else:
+                    end = f.end
+        except zframes.OverBound as exc:
+            raise LogOverBound(exc.reason) from None
+        if end != size:
+            raise OSError(errno.EIO, "not a whole zstd file: its last frame is torn")
+        tmp.flush()
+        out = os.dup(tmp.fileno())
     os.close(fd)
     return out, os.fstat(out).st_size
 
