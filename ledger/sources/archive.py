@@ -174,14 +174,26 @@ class Gap(_Record):
         self.reason = reason
 
 
+class Repair(_Record):
+    """An archive file written again from its log (ledger import, issue 26)."""
+
+    __slots__ = ("archive", "log", "reason", "aside")
+
+    def __init__(self, archive: str, log: str, reason: str, aside: str | None = None) -> None:
+        self.archive = archive  # below sources/<client>/
+        self.log = log  # the log it was copied from
+        self.reason = reason  # what was wrong with it
+        self.aside = aside  # where the damaged file was kept (below sources/<client>/), if it existed
+
+
 class ClientSummary(_Record):
     __slots__ = ("client", "roots", "files", "unchanged", "new_files", "new_bytes", "read_bytes", "waiting",
-                 "generations", "gaps", "skipped", "notes")
+                 "generations", "gaps", "skipped", "notes", "repaired")
 
     def __init__(self, client: str, roots: list[str] | None = None, files: int = 0, unchanged: int = 0,
                  new_files: int = 0, new_bytes: int = 0, read_bytes: int = 0, waiting: int = 0, generations: int = 0,
                  gaps: list[Gap] | None = None, skipped: list[Problem] | None = None,
-                 notes: list[str] | None = None) -> None:
+                 notes: list[str] | None = None, repaired: list[Repair] | None = None) -> None:
         self.client = client
         self.roots = [] if roots is None else roots
         self.files = files  # logs found
@@ -194,6 +206,7 @@ class ClientSummary(_Record):
         self.gaps: list[Gap] = [] if gaps is None else gaps
         self.skipped: list[Problem] = [] if skipped is None else skipped
         self.notes: list[str] = [] if notes is None else notes
+        self.repaired: list[Repair] = [] if repaired is None else repaired
 
     def to_dict(self) -> dict[str, Any]:
         return _printable(self.to_plain())
@@ -952,6 +965,7 @@ class Archiver:
         s.gaps.extend(Gap(**g) for g in theirs["gaps"])
         s.skipped.extend(Problem(**p) for p in theirs["skipped"])
         s.notes.extend(theirs["notes"])
+        s.repaired.extend(Repair(**r) for r in theirs["repaired"])
         self.seen.update(out["seen"])
         self.waiting_at.update(out["waiting_at"])
         self.changed = self.changed or out["changed"]
@@ -1095,7 +1109,7 @@ class Archiver:
         max_line = bound("LEDGER_MAX_LINE_BYTES")
         refused = None
         self.begin_write()
-        dst = self._open_archive(gen) if gen is not None else None  # may adopt an interrupted append
+        dst = self._open_archive(gen, src) if gen is not None else None  # may adopt an interrupted append
         made = gen is None  # (a new archive file: its size is what this call writes)
         written = 0
         offset = gen["size"] if gen is not None else 0
@@ -1164,6 +1178,8 @@ class Archiver:
                 self.summary.new_bytes += copied
         finally:
             if dst is not None:
+                if gen is not None:
+                    _note_sig(gen, os.fstat(dst))  # (ledger's own write: an explicit import stats it)
                 os.close(dst)
         return copied, len(pending), refused
 
@@ -1209,9 +1225,27 @@ class Archiver:
                 _mkdirs(key)
             self.made.add(key)
 
-    def _open_archive(self, g: dict[str, Any]) -> int:
+    def _open_archive(self, g: dict[str, Any], src: int) -> int:
+        """The generation's archive file open for appending. A file deleted or cut short
+        behind ledger's back is written again from the log `src`, which holds its bytes (it
+        matched the generation's hashes: see _matching)."""
         path = self.client_dir / g["archive"]
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            if not self._repair(g, src, g.get("source") or "", "missing (deleted?)"):
+                raise
+            fd = os.open(path, flags)
+        recorded = g["csize"] if g.get("format") == ZSTD else g["size"]
+        actual = os.fstat(fd).st_size
+        if actual < recorded and not self.recovering:
+            os.close(fd)
+            if not self._repair(g, src, g.get("source") or "",
+                                f"truncated: {actual:,} of the {recorded:,} bytes recorded"):
+                raise LedgerError(f"the archive file {path} is shorter than recorded ({actual} < {recorded} bytes)",
+                                  hint="run `ledger verify`; the archive was changed outside ledger")
+            fd = os.open(path, flags)
         if g.get("format") == ZSTD:
             return self._check_frames(fd, g, path)
         actual = os.fstat(fd).st_size
@@ -1244,6 +1278,203 @@ class Archiver:
         return fd
 
 
+    def _repair(self, g: dict[str, Any], src: int, log: str, reason: str) -> bool:
+        """Write generation `g`'s archive file again from the log `src` when the log still
+        holds its bytes (size, prefix and tail hashes as recorded); the damaged file, if any,
+        is kept aside in `.state/damaged/`, and the generation remembers the repair
+        (`repairs`). Whether it was repaired."""
+        size = os.fstat(src).st_size
+        head = _pread_all(src, min(PREFIX_BYTES, size), 0)
+        if not self._continues(src, size, head, g):
+            return False
+        self.begin_write()
+        path = os.path.join(self.client_dir, g["archive"])
+        parent, name = os.path.split(path)
+        self._mkdirs(parent)
+        tmp = f"{parent}/.{name}.{os.getpid()}-{next(_TMP_SEQ)}.tmp"
+        zstd = g.get("format") == ZSTD
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        try:
+            frame = _compressor().compressobj() if zstd else None
+            pos = 0
+            while pos < g["size"]:
+                chunk = _pread_all(src, min(BLOCK, g["size"] - pos), pos)
+                if not chunk:
+                    raise OSError(errno.EIO, f"{log}: shorter than it was a moment ago")
+                pos += len(chunk)
+                self.summary.read_bytes += len(chunk)
+                _write_all(fd, frame.compress(chunk) if frame is not None else chunk)
+            if frame is not None:
+                _write_all(fd, frame.flush())
+            os.fsync(fd)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
+        aside = None
+        if os.path.lexists(path):
+            aside = f"{STATE_DIR}/damaged/{g['archive'].replace('/', '%')}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+            _mkdirs(self.client_dir / STATE_DIR / "damaged")
+            os.replace(path, self.client_dir / aside)
+        os.replace(tmp, path)
+        _fsync_dir(parent)
+        if zstd:
+            g["csize"] = st.st_size
+        _note_sig(g, st)
+        g.setdefault("repairs", []).append({"at": _utc_now(), "reason": reason, "aside": aside})
+        self.summary.repaired.append(Repair(g["archive"], log, reason, aside))
+        self.changed = True
+        return True
+
+    def leftovers(self) -> None:
+        """What an interrupted import (killed at any point) may have left, adopted or removed
+        (`ledger import`, and any import after one that died before its sync):
+        - temporary files of atomic writes (`.<name>.<pid>-<n>.tmp`): removed (the lock is
+          held: no other importer is writing);
+        - an archive file no state file records (created, then the import died before it
+          wrote the log's state): its whole frames are adopted as the first generation of the
+          log its name belongs to (a torn frame is cut; an empty file is removed), so the next
+          import continues it like any generation and no new generation (no gap) is made."""
+        import re
+
+        tmp = re.compile(r"^\..+\.[0-9]+-[0-9]+\.tmp$")
+        recorded: set[str] = set()
+        states: dict[str, tuple[str, dict[str, Any]]] = {}
+        for name, state in iter_states(self.client_dir):
+            states[state.get("key")] = (name, state)
+            recorded.update(g.get("archive") for g in state.get("generations", ()))
+        root = os.fspath(self.client_dir)
+        for dirpath, dirnames, filenames in os.walk(root):
+            if dirpath == root:
+                dirnames[:] = [d for d in dirnames if d != STATE_DIR]
+            elif dirpath == os.path.join(root, STATE_DIR):
+                dirnames[:] = []
+            if dirpath == root and os.path.isdir(os.path.join(root, STATE_DIR)):
+                for n in os.listdir(os.path.join(root, STATE_DIR)):
+                    if tmp.match(n):
+                        self._remove(os.path.join(root, STATE_DIR, n))
+            for n in filenames:
+                path = os.path.join(dirpath, n)
+                if tmp.match(n):
+                    self._remove(path)
+                    continue
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                if not n.endswith(".jsonl" + ZSTD_SUFFIX) or rel in recorded or ".gen" in n:
+                    continue
+                key = self.client.key(rel[:-len(ZSTD_SUFFIX)])
+                name, state = states.get(key, (None, None))
+                if state is not None and state.get("generations"):
+                    continue  # (another copy of a log that has its archive: `ledger verify` names it)
+                self._adopt(path, rel, key, state)
+
+    def _remove(self, path: str) -> None:
+        try:
+            os.unlink(path)
+        except OSError:
+            return
+        self.summary.notes.append(f"removed {os.path.relpath(path, self.client_dir)} (left by an interrupted import)")
+
+    def _adopt(self, path: str, rel: str, key: str, state: dict[str, Any] | None) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            end, data = _complete_frames(_pread_all(fd, os.fstat(fd).st_size, 0))
+            if not data:
+                os.close(fd)
+                fd = -1
+                self._remove(path)
+                return
+            self.begin_write()
+            if end < os.fstat(fd).st_size:
+                os.ftruncate(fd, end)
+            st = os.fstat(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        state = state if state is not None else _fresh_state(self.client, key)
+        g = {"generation": 1, "archive": rel, "format": ZSTD, "csize": end, "size": len(data),
+             "prefix_sha256": _sha(data[:PREFIX_BYTES]), "tail_sha256": _sha(data[-TAIL_BYTES:]), "source": None,
+             "created_at": _utc_now(), "adopted": True}
+        _note_sig(g, st)
+        state["generations"].append(g)
+        state_path = _state_path(self.client_dir, key)
+        self._mkdirs(os.path.dirname(state_path))
+        _write_atomic(state_path, _dumps(state), durable=False)
+        if self.stated is not None:
+            self.stated.add(os.path.basename(state_path))
+        self.changed = True
+        self.summary.notes.append(f"{rel}: adopted {len(data):,} bytes left by an interrupted import")
+
+    def check_archives(self) -> None:
+        """`ledger import` (not a reader's refresh): every generation's archive file is
+        stat'ed against its state; one that is missing, shorter than recorded, or changed
+        since ledger last wrote it (its signature differs: then its frames are decoded and
+        compared, as `ledger verify` does) is damaged, and written again from its log while
+        the log still holds those bytes; else it is named (an evidence gap, not repaired)."""
+        from ledger.sources.archivecheck import ArchiveCheck, check_file
+
+        for name, state in iter_states(self.client_dir):
+            dirty = False
+            for g in state.get("generations", ()):
+                path = os.path.join(self.client_dir, g["archive"])
+                recorded = g["csize"] if g.get("format") == ZSTD else g["size"]
+                reason = None
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:
+                    reason = f"missing (deleted?): its state records {recorded:,} bytes"
+                else:
+                    if not stat_mod.S_ISREG(st.st_mode):
+                        reason = "not a regular file (a symlink?)"
+                    elif st.st_size < recorded and self.recovering:
+                        continue  # (an import that died before its sync: _open_archive copies the rest again)
+                    elif st.st_size < recorded:
+                        reason = f"truncated: {st.st_size:,} of the {recorded:,} bytes recorded"
+                    elif g.get("file_sig") != [st.st_size, st.st_mtime_ns, st.st_ino]:
+                        chk = ArchiveCheck()
+                        check_file(path, g["archive"], st, g, chk)
+                        bad = [p for p in chk.problems if p.offset is None or p.offset < recorded]
+                        if not bad:
+                            _note_sig(g, st)
+                            dirty = True
+                            continue
+                        reason = str(bad[0].reason) + (f" at byte {bad[0].offset:,}" if bad[0].offset is not None else "")
+                if reason is None:
+                    continue
+                if self._repair_from_logs(state, g, reason):
+                    dirty = True
+                else:
+                    self.summary.skipped.append(Problem(path, f"a damaged archive file ({reason}); its log no longer "
+                                                              "holds those bytes: not repaired (an evidence gap)"))
+            if dirty:
+                self.begin_write()
+                _write_atomic(os.path.join(self.client_dir, STATE_DIR, name), _dumps(state), durable=False)
+                self.changed = True
+
+    def _repair_from_logs(self, state: dict[str, Any], g: dict[str, Any], reason: str) -> bool:
+        paths = [p for p, seen in state.get("sources", {}).items() if seen.get("generation") == g["generation"]]
+        for p in [g.get("source")] + paths:
+            if not isinstance(p, str):
+                continue
+            try:
+                src = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not stat_mod.S_ISREG(os.fstat(src).st_mode):
+                    continue
+                if self.client.zstd and p.endswith(ZSTD_SUFFIX):
+                    try:
+                        src, _ = _inflate(src, p)
+                    except (OSError, LogOverBound):
+                        continue
+                if self._repair(g, src, p, reason):
+                    return True
+            finally:
+                os.close(src)
+        return False
+
     def _check_frames(self, fd: int, g: dict[str, Any], path: Path) -> int:
         """A zstd generation: complete frames past the recorded end (an import that died before
         writing its state) are adopted, a torn frame is cut; an archive shorter than recorded
@@ -1275,6 +1506,12 @@ class Archiver:
         if g["size"] <= PREFIX_BYTES or not start:
             g["prefix_sha256"] = _sha(read_archive(path)[:PREFIX_BYTES])
         return fd
+
+
+def _note_sig(g: dict[str, Any], st: os.stat_result) -> None:
+    """The archive file's signature as ledger left it: an explicit import that finds it so
+    does not decode it again (see Archiver.check_archives)."""
+    g["file_sig"] = [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def _busy(cores: int) -> bool:
@@ -1506,8 +1743,11 @@ def refresh(home: Path) -> list[ClientSummary]:
 
 
 def import_client(home: Path, client: Client, roots: list[Path],
-                  progress: Callable[[int, int], None] | None = None, busy_ok: bool = False) -> ClientSummary:
-    """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs)."""
+                  progress: Callable[[int, int], None] | None = None, busy_ok: bool = False,
+                  check: bool = False) -> ClientSummary:
+    """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs).
+    `check` (`ledger import`; a reader's refresh does not): first check the archive files
+    against their state and repair the damaged ones from their logs (Archiver.check_archives)."""
     roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
     summary = ClientSummary(client.name, roots=[str(r) for r in roots])
     sources = prepare_home(home)
@@ -1519,6 +1759,10 @@ def import_client(home: Path, client: Client, roots: list[Path],
                 {"roots": known + [str(r) for r in roots if str(r) not in known]}, indent=1).encode() + b"\n")
         arch = Archiver(Path(home), client, summary)
         client_dir = arch.client_dir
+        if check or arch.recovering:
+            arch.leftovers()
+        if check:
+            arch.check_archives()
         quick_path = client_dir / QUICK_FILE
         names = [str(r) for r in roots]
         quick = None if client.key_by_name else Quick.load(quick_path, names)
