@@ -49,7 +49,7 @@ def verify(
         err(f"verified {len(verdicts)} run(s): {len(verdicts) - len(bad)} ok, {len(bad)} with problems")
         if archives is not None and (archives.files or archives.problems):
             err(f"verified {archives.files} archive file(s) ({archives.frames:,} frames, {archives.bytes:,} bytes): "
-                f"{archives.files - archives.bad_files} ok, {archives.bad_files} with problems"
+                f"{archives.files - archives.bad_files} ok, {len({p.path for p in archives.problems})} with problems"
                 + ("; `ledger import` copies a damaged file again while the log still holds it"
                    if archives.problems else ""))
     if bad or (archives is not None and archives.problems):

@@ -306,8 +306,9 @@ def _marker(root: str) -> str | None:
     return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
 
 
-def archive_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
-    """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks)."""
+def archive_files(root: str, links: dict[str, list[Any]] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks:
+    each one where a directory or an archive file is goes to `links` as a problem)."""
     stack = [""]
     while stack:
         rel = stack.pop()
@@ -318,6 +319,10 @@ def archive_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
         for e in entries:
             r = f"{rel}/{e.name}" if rel else e.name
             try:
+                if links is not None and e.is_symlink() and (
+                        e.is_dir() or e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX))):
+                    links[r] = [None, "a symlink inside the archive: not followed (its sessions are not read)"]
+                    continue
                 if e.is_dir(follow_symlinks=False):
                     if not rel and e.name in ARCHIVE_SKIP:
                         continue
@@ -373,7 +378,8 @@ class LogPass:
                     self._report(self._problems())
                     return False
             self.runs_changed = True  # (re-project: the links differ)
-        files = {rel: st for rel, st in archive_files(root)} if os.path.isdir(root) else {}
+        links: dict[str, list[Any]] = {}
+        files = {rel: st for rel, st in archive_files(root, links)} if os.path.isdir(root) else {}
         if row is None and not files:
             return False
         ctx.ready()
@@ -419,7 +425,9 @@ class LogPass:
                 fed = True
                 known[rel] = [end, st.st_ino]
             if reset or row is None:
-                problems.update(_state_problems(root, files))
+                problems.update((rel, why) for rel, why in _state_problems(root, files).items()
+                                if not any(rel.startswith(link + "/") for link in links))
+                problems.update(links)
             self._project(conn, h, usage, files, root, reset or row is None, problems)
             now = datetime.now(timezone.utc)
             conn.execute(sa.delete(state_t).where(state_t.c.home_id == h, state_t.c.source.in_(

@@ -808,6 +808,8 @@ class Archiver:
         self.recovering = os.path.exists(self.client_dir / IMPORTING_FILE)
         self.flagged = False
         self.made: set[str] = set()  # directories this import made or found (see _mkdirs)
+        self.safe: set[str] = set()  # archive directories found to be no symlinks (see unsafe)
+        self.unsafe_dirs: dict[str, str] = {}  # ... and those that are, with the reason
         # the state files' names, listed once by a large import (a log without one is new: no
         # failing open per log); None: each log's is opened
         self.stated: set[str] | None = None
@@ -827,6 +829,7 @@ class Archiver:
     def begin_write(self) -> None:
         """Before the first byte this import writes: the flag that says a sync is pending."""
         if not self.flagged:
+            self._safe(self.client_dir / STATE_DIR)
             _mkdirs(self.client_dir / STATE_DIR)
             _write_atomic(self.client_dir / IMPORTING_FILE, b"", durable=True)
             self.flagged = True
@@ -1211,10 +1214,47 @@ class Archiver:
             return g, fd
         raise LedgerError(f"no free archive name for {f.path}", hint="run `ledger verify`")
 
+    def unsafe(self, path: str | Path) -> str | None:
+        """Why ledger must not write in the archive directory `path` (None: it may): a
+        component of it below the home's sources/ is a symlink (issue 32: a file created
+        there would land in the link's target, where no reader looks). Each directory is
+        checked once per import."""
+        d = os.fspath(path)
+        base = os.fspath(self.home / "sources")
+        todo = []
+        while d.startswith(base + os.sep) and d not in self.safe:
+            todo.append(d)
+            d = os.path.dirname(d)
+        for d in reversed(todo):
+            why = self.unsafe_dirs.get(d)
+            if why is None:
+                try:
+                    link = stat_mod.S_ISLNK(os.lstat(d).st_mode)
+                except OSError:
+                    link = False  # (missing: made by _mkdirs, as a directory)
+                if not link:
+                    self.safe.add(d)
+                    continue
+                rel = os.path.relpath(d, self.home)
+                why = (f"its archive directory {rel} is a symlink (ledger never writes through one): not archived. "
+                       f"Hint: make {rel} a directory again (move its target's files into it), then run "
+                       "`ledger import`")
+                self.unsafe_dirs[d] = why
+                self.summary.skipped.append(Problem(d, why))
+            return why
+        return None
+
+    def _safe(self, path: str | Path) -> None:
+        why = self.unsafe(path)
+        if why is not None:
+            raise LedgerError(why.split(" Hint: ")[0], hint=why.split(" Hint: ")[-1])
+
     def _mkdirs(self, path: str | Path) -> None:
-        """_mkdirs, once per directory and import (a directory holds many logs)."""
+        """_mkdirs, once per directory and import (a directory holds many logs), never
+        through a symlink (see unsafe)."""
         key = os.fspath(path)
         if key not in self.made:
+            self._safe(key)
             try:  # (its parent made already, the usual case: one call)
                 os.mkdir(key, DIR_MODE)
                 if _umask_strips(DIR_MODE):
@@ -1230,6 +1270,7 @@ class Archiver:
         behind ledger's back is written again from the log `src`, which holds its bytes (it
         matched the generation's hashes: see _matching)."""
         path = self.client_dir / g["archive"]
+        self._safe(path.parent)
         flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             fd = os.open(path, flags)
@@ -1418,6 +1459,8 @@ class Archiver:
             dirty = False
             for g in state.get("generations", ()):
                 path = os.path.join(self.client_dir, g["archive"])
+                if self.unsafe(os.path.dirname(path)) is not None:
+                    continue  # (named once for its directory; its logs are named as they come)
                 recorded = g["csize"] if g.get("format") == ZSTD else g["size"]
                 reason = None
                 try:
@@ -1751,6 +1794,11 @@ def import_client(home: Path, client: Client, roots: list[Path],
     roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
     summary = ClientSummary(client.name, roots=[str(r) for r in roots])
     sources = prepare_home(home)
+    for d in (sources / client.name, sources / client.name / STATE_DIR):
+        if os.path.islink(d):
+            rel = os.path.relpath(d, home)
+            raise LedgerError(f"{rel} is a symlink: ledger never writes through one",
+                              hint=f"make {rel} a directory again (move its target's files into it)")
     with _Lock(sources, busy_ok):
         known = imported_roots(home, client)
         if any(str(r) not in known for r in roots):
