@@ -288,8 +288,9 @@ def test_an_import_killed_at_a_point_leaves_no_gap_and_no_orphan_after_the_next(
 
 def test_imports_killed_at_random_times_over_a_large_history_leave_no_gap(tmp_path):
     cfg = tmp_path / "cfg"
-    claudehistory.generate(cfg, sessions=120, seed=7, pad=2000)
+    claudehistory.generate(cfg, sessions=250, seed=7, pad=4000)  # (~50 MiB in ~700 logs: ~1.5 s to import)
     ref = tmp_path / "ref"
+    ledger("import", "claude", "--from", str(cfg), home=tmp_path / "warm")  # (the modules compiled)
     t0 = time.monotonic()
     ledger("import", "claude", "--from", str(cfg), home=ref)
     took = time.monotonic() - t0
@@ -300,7 +301,7 @@ def test_imports_killed_at_random_times_over_a_large_history_leave_no_gap(tmp_pa
     for _ in range(6):
         p = subprocess.Popen([sys.executable, "-m", "ledger", "import", "claude", "--from", str(cfg)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e)
-        time.sleep(rnd.uniform(0.2, 1.0) * took)
+        time.sleep(rnd.uniform(0.1, 0.8) * took)
         p.send_signal(signal.SIGKILL)
         killed += p.wait() == -signal.SIGKILL
     assert killed >= 3  # (most were killed mid-way, not after they finished)

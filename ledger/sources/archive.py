@@ -1371,7 +1371,8 @@ class Archiver:
 
     def leftovers(self) -> None:
         """What an interrupted import (killed at any point) may have left, adopted or removed
-        (`ledger import`, and any import after one that died before its sync):
+        by the next import (it finds the flag of a sync still pending: every write of an
+        import comes after that flag, see begin_write):
         - temporary files of atomic writes (`.<name>.<pid>-<n>.tmp`): removed (the lock is
           held: no other importer is writing);
         - an archive file no state file records (created, then the import died before it
@@ -1807,7 +1808,7 @@ def import_client(home: Path, client: Client, roots: list[Path],
                 {"roots": known + [str(r) for r in roots if str(r) not in known]}, indent=1).encode() + b"\n")
         arch = Archiver(Path(home), client, summary)
         client_dir = arch.client_dir
-        if check or arch.recovering:
+        if arch.recovering:  # (an import died before its sync: what it left is adopted or removed)
             arch.leftovers()
         if check:
             arch.check_archives()
