@@ -468,3 +468,25 @@ def test_a_1_gb_line_without_a_newline_keeps_memory_bounded(tmp_path):
     (p,) = client["skipped"]
     assert "a line longer than 67,108,864 bytes" in p["reason"]
     assert rss < 400, rss
+
+
+def test_the_index_reads_an_archive_file_with_a_huge_line_in_chunks_and_names_it(hist):
+    """An archive file holding a line over the bound (a plain archive of an older ledger, a
+    zstd file made by hand): the index reads it in bounded pieces and names it."""
+    import zstandard
+
+    cfg, home = hist
+    d = archive_dir(home) / "projects" / "-huge"
+    d.mkdir()
+    _no_newline(d / "plain.jsonl", 48 << 20)
+    c = zstandard.ZstdCompressor(level=1).compressobj()
+    line = b'{"type":"user","message":{"content":"' + b"x" * (48 << 20)
+    (d / "packed.jsonl.zst").write_bytes(c.compress(line) + c.flush())
+    env = {"LEDGER_MAX_LINE_BYTES": str(4 << 20)}
+    res, rss, took = measured("index", "--full", home=home, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("a line longer than 4,194,304 bytes") == 2, res.stderr
+    assert rss < 200, rss
+    listed = runs(home)
+    assert {k for k, r in listed.items() if r["state"] == "unreadable"} == {
+        "sources/claude/projects/-huge/plain.jsonl", "sources/claude/projects/-huge/packed.jsonl.zst"}

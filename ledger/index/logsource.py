@@ -47,7 +47,7 @@ from ledger.index.models import LogSession, LogState, Run, ToolUse, UsageStream
 from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
-from ledger.sources.archive import CHANGED_FILE, PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
+from ledger.sources.archive import CHANGED_FILE, LINK_REASON, PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
 
 STATE_V = 1
 PROJECTION_V = 3  # part of every session's fingerprint: a change to the rows below rewrites them all
@@ -321,7 +321,7 @@ def archive_files(root: str, links: dict[str, list[Any]] | None = None) -> Itera
             try:
                 if links is not None and e.is_symlink() and (
                         e.is_dir() or e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX))):
-                    links[r] = [None, "a symlink inside the archive: not followed (its sessions are not read)"]
+                    links[r] = [None, f"{LINK_REASON}: not followed (its sessions are not read)"]
                     continue
                 if e.is_dir(follow_symlinks=False):
                     if not rel and e.name in ARCHIVE_SKIP:
@@ -641,6 +641,7 @@ def _feed_file(usage: Any, key: str, path: str, start: int, size: int, zstd: boo
             buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
         except (OSError, ValueError):
             return None
+        max_line = zframes.bound("LEDGER_MAX_LINE_BYTES")
         with buf:
             end = start
             carry = b""
@@ -653,6 +654,10 @@ def _feed_file(usage: Any, key: str, path: str, start: int, size: int, zstd: boo
                         if cut:
                             usage.feed(key, data[:cut], usage.offset(key))
                         carry = data[cut:]
+                        if len(carry) > max_line:
+                            bad.append((f.start, f"a line longer than {max_line:,} bytes in the frame at byte "
+                                                  f"{f.start:,} (LEDGER_MAX_LINE_BYTES): not read past it"))
+                            return size, size - start, bad
                         continue
                     if f.bad is not None:
                         bad.append((f.start, f"the frame of bytes {f.start:,}-{f.end:,} {f.bad}"))

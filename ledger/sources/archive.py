@@ -748,8 +748,13 @@ def parse_problems(text: str | bytes) -> dict[str, list[Any]]:
 def archive_reason(offset: int | None, reason: str) -> str:
     """How a damaged archive file is named by the index's passes, reports and `ledger runs`."""
     at = f" at byte {offset:,}" if isinstance(offset, int) else ""
+    if reason.startswith(LINK_REASON):
+        return f"damaged archive: {reason} (an evidence gap; make it a directory again)"
     return (f"damaged archive{at}: {reason} (an evidence gap; `ledger import` copies it again "
             "while the log still holds it)")
+
+
+LINK_REASON = "a symlink inside the archive"  # (how the index and verify name one: never followed)
 
 
 def recorded_archives(client_dir: str | Path) -> dict[str, int]:

@@ -22,7 +22,7 @@ import stat as stat_mod
 from typing import Any, Iterator
 
 from ledger.sources.archive import (
-    CLIENTS, PREFIX_BYTES, STATE_DIR, TAIL_BYTES, ZSTD, ZSTD_SUFFIX, iter_states,
+    CLIENTS, LINK_REASON, PREFIX_BYTES, STATE_DIR, TAIL_BYTES, ZSTD, ZSTD_SUFFIX, iter_states,
 )
 
 
@@ -75,7 +75,7 @@ def walk(client_dir: str) -> Iterator[tuple[str, os.stat_result | None, str | No
             try:
                 if e.is_symlink():
                     if e.is_dir() or e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX)):
-                        yield r, None, "a symlink inside the archive (never followed, never written through)"
+                        yield r, None, f"{LINK_REASON} (never followed, never written through)"
                     continue
                 if e.is_dir(follow_symlinks=False):
                     if not (not rel and e.name == STATE_DIR):

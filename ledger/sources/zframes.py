@@ -175,7 +175,11 @@ def inflate(buf: Buf, start: int = 0, name: str = "", total: int = 0) -> Iterato
     while True:
         f = frame_at(buf, pos)
         if f is None:
-            return
+            nxt = _next_magic(buf, pos + 1)
+            if nxt >= len(buf):
+                return  # a torn last frame (being written, or the file was cut): it waits
+            # a frame whose blocks run past the next frame: its header or a block header is damaged
+            f = Frame(pos, nxt, 0, [], False, "a damaged frame: its blocks do not end where the next frame starts")
         pos = f.end
         if f.bad is not None:
             yield f, None
