@@ -480,7 +480,7 @@ def test_the_index_reads_an_archive_file_with_a_huge_line_in_chunks_and_names_it
     d.mkdir()
     _no_newline(d / "plain.jsonl", 48 << 20)
     c = zstandard.ZstdCompressor(level=1).compressobj()
-    line = b'{"type":"user","message":{"content":"' + b"x" * (48 << 20)
+    line = b'{"type":"user","message":{"content":"' + os.urandom(24 << 20).hex().encode()  # (48 MiB)
     (d / "packed.jsonl.zst").write_bytes(c.compress(line) + c.flush())
     env = {"LEDGER_MAX_LINE_BYTES": str(4 << 20)}
     res, rss, took = measured("index", "--full", home=home, env=env)

@@ -647,7 +647,7 @@ def _feed_file(usage: Any, key: str, path: str, start: int, size: int, zstd: boo
             carry = b""
             total = usage.offset(key)
             try:
-                for f, piece in zframes.inflate(buf, start, path, total):
+                for f, piece in zframes.inflate(buf, start, "", total):
                     if piece is not None:
                         data = carry + piece if carry else piece
                         cut = data.rfind(b"\n") + 1

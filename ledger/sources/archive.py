@@ -1018,7 +1018,7 @@ class Archiver:
             size = st.st_size
             if self.client.zstd and f.path.endswith(ZSTD_SUFFIX):
                 try:
-                    src, size = _inflate(src, f.path)  # (its lines, read like a plain log's; the signature stays the file's)
+                    src, size = _inflate(src)  # (its lines, read like a plain log's; the signature stays the file's)
                 except LogOverBound as exc:
                     self._refuse(f, state, state_path, name, sig, seen, exc.reason)
                     return
@@ -1515,7 +1515,7 @@ class Archiver:
                     continue
                 if self.client.zstd and p.endswith(ZSTD_SUFFIX):
                     try:
-                        src, _ = _inflate(src, p)
+                        src, _ = _inflate(src)
                     except (OSError, LogOverBound):
                         continue
                 if self._repair(g, src, p, reason):
@@ -1650,7 +1650,7 @@ class LogOverBound(Exception):
         self.reason = reason
 
 
-def _inflate(fd: int, name: str = "") -> tuple[int, int]:
+def _inflate(fd: int) -> tuple[int, int]:
     """A whole-zstd log's content in an unlinked temporary file: (its fd, its size); `fd` is
     closed on success (on failure the caller's). Such a log is cold (Codex compresses rollouts
     untouched for 7 days), so this happens once per file: then its signature skips it. The
@@ -1667,7 +1667,7 @@ def _inflate(fd: int, name: str = "") -> tuple[int, int]:
     with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf, tempfile.TemporaryFile() as tmp:
         end = 0
         try:
-            for f, piece in zframes.inflate(buf, 0, name):
+            for f, piece in zframes.inflate(buf, 0):
                 if piece is not None:
                     tmp.write(piece)
                 elif f.bad is not None:

@@ -176,7 +176,7 @@ def check_file(path: str, label: str, st: os.stat_result, g: dict[str, Any] | No
                 end = 0
                 limit = recorded if isinstance(recorded, int) else st.st_size
                 try:
-                    for f, piece in zframes.inflate(buf, 0, label):
+                    for f, piece in zframes.inflate(buf, 0):
                         if piece is not None:
                             if f.end <= limit:
                                 content.add(piece)

@@ -185,11 +185,11 @@ def inflate(buf: Buf, start: int = 0, name: str = "", total: int = 0) -> Iterato
             yield f, None
             continue
         if total + f.max_out > limit:
-            raise OverBound(f"{name or 'a log'} would decompress to more than {limit:,} bytes "
+            raise OverBound(f"{name + ' ' if name else ''}would decompress to more than {limit:,} bytes "
                             f"(LEDGER_MAX_LOG_BYTES)", f.start)
         csize = f.end - f.start
         if f.max_out > RATIO_MIN_OUT and f.max_out > ratio * csize:
-            raise OverBound(f"{name or 'a log'}: a frame of {csize:,} bytes would decompress to up to "
+            raise OverBound(f"{name + ': ' if name else ''}a frame of {csize:,} bytes would decompress to up to "
                             f"{f.max_out:,} bytes, more than {ratio:,} times its size (a zstd bomb?; "
                             f"LEDGER_MAX_RATIO)", f.start)
         try:
