@@ -4,7 +4,8 @@ For each run: the record must be readable (manifest, every complete events line)
 context must match its sha256/size, terminal.json must be valid, and every evidence file a
 `result` event binds (`raw_stream`, `stdout_tail`, `stderr_tail`: {path, sha256, bytes})
 must re-hash to the recorded digest. Evidence gaps counted by the reader are reported too.
-Reads records only (never the index), so it works when the index is gone. A symlink where
+The archive of imported logs (`sources/`) is checked too (ledger.sources.archivecheck).
+Reads records and the archive only (never the index), so it works when the index is gone. A symlink where
 a shard or a run directory should be is a problem (listed, never followed out of the home);
 a home that is missing or not a directory is an error, not "0 runs verified".
 """
@@ -123,6 +124,13 @@ def verify_run(run_path: str | Path) -> Verdict:
             v.problems.append(f"{ref['path']}: sha256/size do not match the recorded binding")
     v.ok = not v.problems
     return v
+
+
+def verify_archive(home: Path) -> Any:
+    """The archive of imported logs checked frame by frame (ledger.sources.archivecheck)."""
+    from ledger.sources.archivecheck import check_home as check_archive
+
+    return check_archive(home)
 
 
 def verify_home(home: Path) -> Iterator[Verdict]:

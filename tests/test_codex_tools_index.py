@@ -112,14 +112,14 @@ def test_an_index_folded_before_tool_calls_reads_the_archive_again_once(home, tm
     _fold_as_version_1(str(home / "index.sqlite"))
 
     read: list[int] = []
-    real_read = logsource._read
+    real_feed = logsource._feed_file
 
-    def counting(path: str, start: int, end: int) -> bytes | None:
-        data = real_read(path, start, end)
-        read.append(len(data or b""))
-        return data
+    def counting(usage, key, path, start, end, zstd):
+        got = real_feed(usage, key, path, start, end, zstd)
+        read.append(got[1] if got else 0)
+        return got
 
-    monkeypatch.setattr(logsource, "_read", counting)
+    monkeypatch.setattr(logsource, "_feed_file", counting)
     archive = home / "sources" / "codex"
     size = sum(p.stat().st_size for p in archive.rglob("*.zst"))
     # nothing changed in the archive, only the version says to re-read: the next reader does

@@ -283,6 +283,7 @@ def test_the_check_agrees_with_the_indexer_it_mirrors():
     assert fresh.SYMLINK_REASON == reader.SYMLINK_REASON
     assert fresh.LOG_CLIENTS == tuple(s.client for s in sources.SOURCES if isinstance(s, logsource.LogSource))
     assert fresh.CHANGED_FILE == archive.CHANGED_FILE and fresh.ARCHIVE_SKIP == logsource.ARCHIVE_SKIP
+    assert fresh.PROBLEMS == archive.PROBLEMS == logsource.PROBLEMS
     assert fresh.LOG_STATE_V == {s.client: logsource._state_v(s.spec) for s in sources.SOURCES
                                  if isinstance(s, logsource.LogSource)}
     # the summary: same fields, same words

@@ -486,11 +486,7 @@ def every_command(home: Path, store: Path, run_id: str) -> list[tuple[str, ...]]
 HOSTILE = ["shards", "sources", "copy", "foreign-id"]
 
 
-@pytest.mark.parametrize("hostile", [pytest.param(h, marks=pytest.mark.xfail(
-    strict=True, reason="issue 32 item 2 (another helper's branch, i26a): `ledger import` and every reader's "
-                        "archive refresh still write new archive files through a directory of sources/ that is "
-                        "a symlink; remove this mark once that fix is merged")) if h == "sources" else h
-    for h in HOSTILE])
+@pytest.mark.parametrize("hostile", HOSTILE)
 def test_no_command_writes_outside_the_home_its_index_and_the_store(tmp_path, hostile):
     """Issue 32's acceptance: every command against every hostile home creates, renames and
     writes nothing outside the home, its index and the named store (a snapshot of the whole

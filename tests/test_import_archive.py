@@ -186,7 +186,7 @@ def test_symlinks_are_not_followed_and_are_named(home, cfg, tmp_path):
     assert "out of the config dir" in skipped[str(cfg / "projects" / "evil-dir")]
 
 
-def test_directory_named_like_a_log_fifo_and_damaged_archive_are_skipped_and_named(home, cfg):
+def test_directory_named_like_a_log_fifo_are_skipped_and_a_damaged_archive_repaired(home, cfg):
     proj = cfg / "projects" / PROJECT
     (proj / "x.jsonl").mkdir()
     (proj / "x.jsonl" / "inner.jsonl").write_bytes(user(1))
@@ -194,7 +194,8 @@ def test_directory_named_like_a_log_fifo_and_damaged_archive_are_skipped_and_nam
     (proj / "a.jsonl").write_bytes(user(1))
     (proj / "b.jsonl").write_bytes(user(2))
     imp(cfg)
-    # damage one archive file behind ledger's back: that log is named, the others go on
+    # damage one archive file behind ledger's back: the log still holds its bytes, so it is
+    # copied again (issue 26; before, that log was skipped as "shorter than recorded")
     (home / "sources" / "claude" / "projects" / PROJECT / "a.jsonl.zst").write_bytes(b"")
     for name in ("a.jsonl", "b.jsonl"):
         with open(proj / name, "ab") as f:
@@ -203,7 +204,10 @@ def test_directory_named_like_a_log_fifo_and_damaged_archive_are_skipped_and_nam
     skipped = {p["path"]: p["reason"] for p in c["skipped"]}
     assert skipped[str(proj / "x.jsonl")] == "a directory where a log file should be"
     assert skipped[str(proj / "pipe.jsonl")] == "not a regular file"
-    assert "shorter than recorded" in skipped[str(proj / "a.jsonl")]
+    assert str(proj / "a.jsonl") not in skipped
+    assert [(r["archive"], r["log"]) for r in c["repaired"]] == [(f"projects/{PROJECT}/a.jsonl.zst", str(proj / "a.jsonl"))]
+    assert "truncated" in c["repaired"][0]["reason"]
+    assert archived(home)[f"projects/{PROJECT}/a.jsonl"] == user(1) + assistant(3)
     assert archived(home)[f"projects/{PROJECT}/b.jsonl"] == user(2) + assistant(3)
     assert f"projects/{PROJECT}/x.jsonl/inner.jsonl" not in archived(home)
 
@@ -268,10 +272,10 @@ def test_json_shape(home, cfg):
     assert doc["home"] == str(home)
     (c,) = doc["clients"]
     assert set(c) == {"client", "roots", "files", "unchanged", "new_files", "new_bytes", "read_bytes", "waiting",
-                      "generations", "gaps", "skipped", "notes"}
+                      "generations", "gaps", "skipped", "notes", "repaired"}
     assert c["client"] == "claude" and c["roots"] == [str(cfg)]
     assert doc["totals"] == {"files": 1, "unchanged": 0, "new_files": 1, "new_bytes": len(user(1)), "read_bytes": len(user(1)),
-                             "waiting": 0, "generations": 0, "gaps": 0, "skipped": 0}
+                             "waiting": 0, "generations": 0, "gaps": 0, "skipped": 0, "repaired": 0}
     assert "Imported sessions are counted by `ledger report`" in res.stderr
 
 

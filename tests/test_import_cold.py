@@ -25,6 +25,7 @@ def state_files(home: Path) -> dict[str, dict]:
             doc = json.loads(p.read_bytes())
             for g in doc["generations"]:
                 g.pop("created_at")
+                g.pop("file_sig", None)  # (the archive file's stat: its inode and mtime differ between homes)
             out[p.name] = doc
     return out
 

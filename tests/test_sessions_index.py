@@ -196,14 +196,14 @@ def test_one_appended_response_is_read_alone_and_grows_the_totals_by_it(home, tm
     archived_before = arch.stat().st_size
 
     read: list[int] = []
-    real_read = logsource._read
+    real_feed = logsource._feed_file
 
-    def counting(path: str, start: int, end: int) -> bytes | None:
-        data = real_read(path, start, end)
-        read.append(len(data or b""))
-        return data
+    def counting(usage, key, path, start, end, zstd):
+        got = real_feed(usage, key, path, start, end, zstd)
+        read.append(got[1] if got else 0)
+        return got
 
-    monkeypatch.setattr(logsource, "_read", counting)
+    monkeypatch.setattr(logsource, "_feed_file", counting)
     after = report(db, "daily", "--breakdown")  # the reader archives the new bytes, then indexes them
     frame = arch.stat().st_size - archived_before  # the reader archived the new line as one frame ...
     assert read_archive(arch, archived_before) == new

@@ -57,7 +57,7 @@ def import_(
             summaries.append(_empty(c, f"no {c.label} history found (looked in {looked}); nothing to import"))
             continue
         with _progress(sys.stderr.isatty(), c.label) as progress:
-            summaries.append(archive.import_client(h, c, roots, progress=progress))
+            summaries.append(archive.import_client(h, c, roots, progress=progress, check=True))
     for s in summaries:
         _print_summary(s, h)
     if any(s.roots for s in summaries):
@@ -104,6 +104,7 @@ def _totals(summaries: list[Any]) -> dict[str, int]:
     out = {k: sum(getattr(s, k) for s in summaries) for k in keys}
     out["gaps"] = sum(len(s.gaps) for s in summaries)
     out["skipped"] = sum(len(s.skipped) for s in summaries)
+    out["repaired"] = sum(len(s.repaired) for s in summaries)
     return out
 
 
@@ -120,6 +121,9 @@ def _print_summary(s: Any, home: Path) -> None:
     for g in s.gaps:
         err(f"  evidence gap: {plain(g.path)} {plain(g.reason)}; kept as generation {g.generation} "
             f"({plain(g.archive)}), earlier generations unchanged")
+    for r in s.repaired:
+        err(f"  repaired {plain(r.archive)}: {plain(r.reason)}; copied again from {plain(r.log)}"
+            + (f" (the damaged file is kept as {plain(r.aside)})" if r.aside else ""))
     for p in s.skipped:
         err(f"  skipped {plain(p.path)}: {plain(p.reason)}")
 

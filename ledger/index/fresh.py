@@ -53,6 +53,7 @@ LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's 
 LOG_STATE_V = {"claude": 2, "codex": 4, "gemini": 1}
 LOG_STATE_FORMAT = 1  # logsource.STATE_V: the log_state document's own layout ("v")
 CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
+PROBLEMS = "/problems"  # ledger.sources.archive.PROBLEMS
 ARCHIVE_SKIP = (".state",)
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
 
@@ -249,7 +250,7 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
     if open_:
         _open_shards(con, h, open_, rows, {r[0]: r[1:6] for r in unsettled}, s, racy_before, seal_before, changes)
     for client in LOG_CLIENTS:
-        _log_source(con, h, home, client)
+        _log_source(con, h, home, client, s)
     return h
 
 
@@ -371,11 +372,18 @@ def _archive_files(root: str) -> dict[str, list[int]]:
     return out
 
 
-def _log_source(con: sqlite3.Connection, h: int, home: str, client: str) -> None:
+def _log_source(con: sqlite3.Connection, h: int, home: str, client: str, s: IndexSummary) -> None:
     """ledger.index.logsource.LogPass.settle when no run record changed: unchanged while the
     archive's change marker is the one the last pass stored (else its files are compared)."""
     root = os.path.join(home, "sources", client)
     marker = _marker(root)
+    bad = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
+                      (h, f"{client}-log{PROBLEMS}")).fetchone()
+    if bad is not None:  # (damaged archive files: named on every pass, as damaged records are)
+        from ledger.sources.archive import archive_reason, parse_problems
+
+        for rel, (offset, reason) in sorted(parse_problems(bad[0]).items()):
+            s.skipped.append(_problem(os.path.join(root, rel), archive_reason(offset, reason)))
     row = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
                       (h, f"{client}-log")).fetchone()
     if row is not None and marker is not None and _state_says(row[0], LOG_STATE_V[client], marker):

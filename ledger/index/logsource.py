@@ -47,7 +47,7 @@ from ledger.index.models import LogSession, LogState, Run, ToolUse, UsageStream
 from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
-from ledger.sources.archive import CHANGED_FILE, ZSTD_SUFFIX, _complete_frames
+from ledger.sources.archive import CHANGED_FILE, LINK_REASON, PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
 
 STATE_V = 1
 PROJECTION_V = 3  # part of every session's fingerprint: a change to the rows below rewrites them all
@@ -103,6 +103,7 @@ class _Session:
     tool_results: dict[str, list[int]] = field(default_factory=dict)  # name -> [ok, error, semantic-error]
     streams: dict[tuple[str, int], _Stream] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)
+    damaged: int = 0  # its archive files that could not be read whole (each an evidence gap)
 
     def stream(self, model: str | None, slot: int) -> _Stream:
         key = (model or "", slot)
@@ -308,8 +309,9 @@ def _marker(root: str) -> str | None:
     return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
 
 
-def archive_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
-    """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks)."""
+def archive_files(root: str, links: dict[str, list[Any]] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks:
+    each one where a directory or an archive file is goes to `links` as a problem)."""
     stack = [""]
     while stack:
         rel = stack.pop()
@@ -320,6 +322,10 @@ def archive_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
         for e in entries:
             r = f"{rel}/{e.name}" if rel else e.name
             try:
+                if links is not None and e.is_symlink() and (
+                        e.is_dir() or e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX))):
+                    links[r] = [None, f"{LINK_REASON}: not followed (its sessions are not read)"]
+                    continue
                 if e.is_dir(follow_symlinks=False):
                     if not rel and e.name in ARCHIVE_SKIP:
                         continue
@@ -367,12 +373,16 @@ class LogPass:
             # no import archived anything since the last pass: no walk (--full walks). Record
             # runs written in this pass may hold one of the sessions (counted once): relink
             if not self.runs_changed or row is None:
+                with ctx.txn():
+                    self._report(self._problems() if row is not None else {})
                 return False
             with ctx.txn():
                 if not _links_changed(conn, h, src, self.source.spec.harness):
+                    self._report(self._problems())
                     return False
             self.runs_changed = True  # (re-project: the links differ)
-        files = {rel: st for rel, st in archive_files(root)} if os.path.isdir(root) else {}
+        links: dict[str, list[Any]] = {}
+        files = {rel: st for rel, st in archive_files(root, links)} if os.path.isdir(root) else {}
         if row is None and not files:
             return False
         ctx.ready()
@@ -381,12 +391,15 @@ class LogPass:
             changed = [rel for rel, st in files.items() if known.get(rel) != [st.st_size, st.st_ino]]
             # (a plain file's cursor is its size read; a zstd file's the end of its last whole frame)
             gone = [rel for rel in known if rel not in files]
-            if not changed and not gone and not self.runs_changed and not stale:
+            if not changed and not gone and not self.runs_changed and not stale and not ctx.full:
+                self._report(self._problems())
                 if marker != cur.get("marker"):  # (an import that added nothing here)
                     conn.execute(sa.update(state_t).where(state_t.c.home_id == h, state_t.c.source == src.name)
                                  .values(state=orjson.dumps({**cur, "marker": marker}).decode()))
                 return False
-            reset = stale or bool(gone) or any(
+            # (--full reads the whole archive again: a frame damaged in place keeps the file's
+            # size and inode, and only a read finds it, as `ledger verify` does)
+            reset = ctx.full or stale or bool(gone) or any(
                 rel in known and (files[rel].st_size < known[rel][0] or files[rel].st_ino != known[rel][1])
                 for rel in changed)
             reducer_row = None if (reset or row is None) else conn.execute(
@@ -395,6 +408,7 @@ class LogPass:
             usage = src.spec.reducer(orjson.loads(reducer_row[0]) if reducer_row is not None else None)
             if reset:
                 known = {}
+            problems = {} if (reset or row is None) else self._problems()
             fed = False
             for rel in sorted(changed if not reset else files):
                 st = files[rel]
@@ -404,32 +418,51 @@ class LogPass:
                 start = usage.offset(key) if key == rel else (known[rel][0] if rel in known else 0)
                 if st.st_size <= start:
                     continue
-                data = _read(os.path.join(root, rel), start, st.st_size)
-                if data is None:
+                got = _feed_file(usage, key, os.path.join(root, rel), start, st.st_size, key != rel)
+                if got is None:
                     continue  # unreadable now: tried again next pass (its cursor is not moved)
-                self.bytes_read += len(data)
-                end = len(data)
-                if key != rel:  # zstd frames, one per import: a frame still being written waits
-                    end, data = _complete_frames(data)
-                usage.feed(key, data, usage.offset(key))
+                end, nread, bad = got
+                self.bytes_read += nread
+                for offset, reason in bad:
+                    problems[rel] = [offset, reason]
                 fed = True
-                known[rel] = [start + end, st.st_ino]
-            self._project(conn, h, usage, files, root, reset or row is None)
+                known[rel] = [end, st.st_ino]
+            if reset or row is None:
+                problems.update((rel, why) for rel, why in _state_problems(root, files).items()
+                                if not any(rel.startswith(link + "/") for link in links))
+                problems.update(links)
+            self._project(conn, h, usage, files, root, reset or row is None, problems)
             now = datetime.now(timezone.utc)
-            conn.execute(sa.delete(state_t).where(state_t.c.home_id == h,
-                                                  state_t.c.source.in_([src.name, src.name + "/reducer"])))
+            conn.execute(sa.delete(state_t).where(state_t.c.home_id == h, state_t.c.source.in_(
+                [src.name, src.name + "/reducer", src.name + PROBLEMS])))
             rows = [{"home_id": h, "source": src.name, "state": orjson.dumps(
                 {"v": STATE_V, "rv": _state_v(src.spec), "files": known, "marker": marker}).decode(),
                 "indexed_at": now}]
             if fed or reducer_row is not None or reset or row is None:
                 rows.append({"home_id": h, "source": src.name + "/reducer",
                              "state": orjson.dumps(usage.state()).decode(), "indexed_at": now})
+            if problems:
+                rows.append({"home_id": h, "source": src.name + PROBLEMS, "indexed_at": now,
+                             "state": orjson.dumps({"v": 1, "problems": problems}, option=orjson.OPT_SORT_KEYS).decode()})
             conn.execute(sa.insert(state_t), rows)
+        self._report(problems)
         return True
+
+    def _problems(self) -> dict[str, list[Any]]:
+        """The archive problems the last pass stored (archive rel -> [byte offset, reason])."""
+        return stored_problems(self.ctx.conn, self.ctx.home_id, self.source.name)
+
+    def _report(self, problems: dict[str, list[Any]]) -> None:
+        """Each damaged archive file in the pass's skipped list (as a damaged record is)."""
+        from ledger.records.model import ScanProblem
+
+        for rel, (offset, reason) in sorted(problems.items()):
+            self.ctx.summary.skipped.append(ScanProblem(
+                os.path.join(self.ctx.home, SOURCES_DIR, self.source.client, rel), archive_reason(offset, reason)))
 
     # ------------------------------------------------------------------------------
     def _project(self, conn: Any, h: int, usage: Any, files: dict[str, os.stat_result], root: str,
-                 everything: bool) -> None:
+                 everything: bool, problems: dict[str, list[Any]] | None = None) -> None:
         src = self.source
         sessions = src.spec.sessions(usage)
         links = _links(conn, h, src.spec.harness, sorted(sessions))
@@ -441,8 +474,10 @@ class LogPass:
 
         version = price_data_version()
         write: list[tuple[str, _Session, int]] = []
+        damaged = {rel[:-len(ZSTD_SUFFIX)] if rel.endswith(ZSTD_SUFFIX) else rel for rel in (problems or {})}
         for sid, s in sessions.items():
             rid = row_id(src.spec.harness, sid)
+            s.damaged = len(s.files & damaged)
             fp = _fingerprint(s, links.get(sid), version)
             if everything or old.get(rid) != fp:
                 write.append((rid, s, fp))
@@ -507,7 +542,8 @@ class LogPass:
                 "slot": slot, "est_cost_usd": price.estimate(st),
             })
         model = max(by_model, key=lambda m: (by_model[m], m)) if by_model else None
-        gaps = sum(1 for f in s.files if ".gen" in f.rsplit("/", 1)[-1])  # a rewritten log's new generation
+        # a rewritten log's new generation, and each archive file of it that cannot be read whole
+        gaps = sum(1 for f in s.files if ".gen" in f.rsplit("/", 1)[-1]) + s.damaged
         # results of the counted uses only (as for run records); the rest is unknown
         res = [sum(v[i] for k, v in s.tool_results.items() if k in s.tools) for i in range(3)]
         run = {
@@ -574,23 +610,114 @@ def _dt(v: Any) -> datetime | None:
         return None
 
 
-def _read(path: str, start: int, end: int) -> bytes | None:
+
+
+def stored_problems(conn: Any, h: int, source: str) -> dict[str, list[Any]]:
+    row = conn.execute(sa.select(state_t.c.state).where(state_t.c.home_id == h,
+                                                          state_t.c.source == source + PROBLEMS)).first()
+    return {} if row is None else parse_problems(row[0])
+
+
+FEED_CHUNK = 16 << 20  # bytes of a plain archive file fed to the reducer at a time
+
+
+def _feed_file(usage: Any, key: str, path: str, start: int, size: int, zstd: bool
+               ) -> tuple[int, int, list[tuple[int, str]]] | None:
+    """Feed an archive file's new content from `start` (a zstd file: its byte offset; a plain
+    one: the reducer's offset) to the reducer, in bounded pieces (ledger.sources.zframes);
+    (the file's new cursor, bytes read, problems as (byte offset, reason)), or None when it
+    cannot be opened. A damaged frame is skipped (frames hold whole lines: what follows is
+    read), a frame over the bounds ends the file, a torn last frame waits for the next pass."""
+    import mmap
+
+    from ledger.sources import zframes
+
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
+    bad: list[tuple[int, str]] = []
     try:
-        out = bytearray()
-        while len(out) < end - start:
-            chunk = os.pread(fd, min(1 << 22, end - start - len(out)), start + len(out))
-            if not chunk:
-                break
-            out += chunk
-        return bytes(out)
-    except OSError:
-        return None
+        if not zstd:
+            return _feed_plain(usage, key, fd, start, size, bad)
+        try:
+            buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        max_line = zframes.bound("LEDGER_MAX_LINE_BYTES")
+        with buf:
+            end = start
+            carry = b""
+            total = usage.offset(key)
+            try:
+                for f, piece in zframes.inflate(buf, start, "", total):
+                    if piece is not None:
+                        data = carry + piece if carry else piece
+                        cut = data.rfind(b"\n") + 1
+                        if cut:
+                            usage.feed(key, data[:cut], usage.offset(key))
+                        carry = data[cut:]
+                        if len(carry) > max_line:
+                            bad.append((f.start, f"a line longer than {max_line:,} bytes in the frame at byte "
+                                                  f"{f.start:,} (LEDGER_MAX_LINE_BYTES): not read past it"))
+                            return size, size - start, bad
+                        continue
+                    if f.bad is not None:
+                        bad.append((f.start, f"the frame of bytes {f.start:,}-{f.end:,} {f.bad}"))
+                    end = f.end
+            except zframes.OverBound as exc:
+                bad.append((exc.offset, exc.reason))
+                end = size  # (not read again until the file changes)
+            if carry:
+                usage.feed(key, carry, usage.offset(key))  # (a torn line: the reducer names it)
+            return end, end - start, bad
     finally:
         os.close(fd)
+
+
+def _feed_plain(usage: Any, key: str, fd: int, start: int, size: int, bad: list[tuple[int, str]]
+                ) -> tuple[int, int, list[tuple[int, str]]] | None:
+    from ledger.sources.zframes import bound
+
+    max_line = bound("LEDGER_MAX_LINE_BYTES")
+    pos = start
+    carry = b""
+    try:
+        while pos < size:
+            chunk = os.pread(fd, min(FEED_CHUNK, size - pos), pos)
+            if not chunk:
+                break
+            pos += len(chunk)
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                usage.feed(key, data[:cut], usage.offset(key))
+            carry = data[cut:]
+            if len(carry) > max_line:
+                bad.append((pos - len(carry), f"a line longer than {max_line:,} bytes (LEDGER_MAX_LINE_BYTES): "
+                                              "not read past it"))
+                return size, pos - start, bad
+    except OSError:
+        return None
+    if carry:
+        usage.feed(key, carry, usage.offset(key))  # (a torn line: the reducer names it, and waits)
+    return pos, pos - start, bad
+
+
+def _state_problems(root: str, files: dict[str, os.stat_result]) -> dict[str, list[Any]]:
+    """The archive files the archive's state files (ledger.sources.archive) hold more of than
+    the disk: deleted (absent) or truncated (shorter than recorded). Read on a pass that reads
+    the whole archive (a fresh index, --full, a file that shrank or vanished)."""
+    from ledger.sources.archive import recorded_archives
+
+    out: dict[str, list[Any]] = {}
+    for rel, want in recorded_archives(root).items():
+        st = files.get(rel)
+        if st is None:
+            out[rel] = [None, f"missing (the archive recorded {want:,} bytes; deleted?)"]
+        elif st.st_size < want:
+            out[rel] = [st.st_size, f"truncated: {st.st_size:,} of the {want:,} bytes recorded"]
+    return out
 
 
 def _links_changed(conn: Any, h: int, src: LogSource, harness: str) -> bool:
@@ -621,7 +748,7 @@ def _links(conn: Any, h: int, harness: str, sids: list[str]) -> dict[str, str]:
 def _fingerprint(s: _Session, linked: str | None, version: str) -> int:
     """A 63-bit hash of everything a session's rows hold (unchanged: not rewritten)."""
     h = hashlib.sha1()
-    h.update(orjson.dumps([PROJECTION_V, s.sid, s.started, s.ended, s.cwd, s.repo, s.branch, s.surface, s.parent,
+    h.update(orjson.dumps([PROJECTION_V, s.damaged, s.sid, s.started, s.ended, s.cwd, s.repo, s.branch, s.surface, s.parent,
                            sorted(s.tools.items()), sorted(s.tool_results.items()), sorted(s.files), linked,
                            version]))
     for key, st in sorted(s.streams.items()):

@@ -126,8 +126,18 @@ def _window(c: Conn, all_: bool, now: datetime | None) -> tuple[str, tuple, str,
 def _unreadable(c: Conn, home_id: int) -> list[RunSnapshot]:
     # unreadable records have no row in `runs`: listed from their cursors (state `unreadable`,
     # kept by every selection like the other unterminated runs), as the records path lists them
-    return [unreadable_snapshot(run_id, path) for run_id, path in c.rows(
+    out = [unreadable_snapshot(run_id, path) for run_id, path in c.rows(
         "SELECT run_id, problem_path FROM index_cursors WHERE home_id = ? AND status = ?", (home_id, "damaged"))]
+    # and the archive files of imported sessions that cannot be read whole (logsource keeps
+    # them per client in log_state): each listed by its path below the home, as unreadable
+    for source, state in c.rows("SELECT source, state FROM log_state WHERE home_id = ? AND source LIKE ?",
+                                (home_id, "%-log/problems")):
+        from ledger.sources.archive import parse_problems
+
+        client = source[:-len("-log/problems")]
+        out.extend(unreadable_snapshot(f"sources/{client}/{rel}", f"sources/{client}/{rel}")
+                   for rel in sorted(parse_problems(state)))
+    return out
 
 
 def list_candidates(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[Any]:

@@ -184,14 +184,26 @@ class Gap(_Record):
         self.reason = reason
 
 
+class Repair(_Record):
+    """An archive file written again from its log (ledger import, issue 26)."""
+
+    __slots__ = ("archive", "log", "reason", "aside")
+
+    def __init__(self, archive: str, log: str, reason: str, aside: str | None = None) -> None:
+        self.archive = archive  # below sources/<client>/
+        self.log = log  # the log it was copied from
+        self.reason = reason  # what was wrong with it
+        self.aside = aside  # where the damaged file was kept (below sources/<client>/), if it existed
+
+
 class ClientSummary(_Record):
     __slots__ = ("client", "roots", "files", "unchanged", "new_files", "new_bytes", "read_bytes", "waiting",
-                 "generations", "gaps", "skipped", "notes")
+                 "generations", "gaps", "skipped", "notes", "repaired")
 
     def __init__(self, client: str, roots: list[str] | None = None, files: int = 0, unchanged: int = 0,
                  new_files: int = 0, new_bytes: int = 0, read_bytes: int = 0, waiting: int = 0, generations: int = 0,
                  gaps: list[Gap] | None = None, skipped: list[Problem] | None = None,
-                 notes: list[str] | None = None) -> None:
+                 notes: list[str] | None = None, repaired: list[Repair] | None = None) -> None:
         self.client = client
         self.roots = [] if roots is None else roots
         self.files = files  # logs found
@@ -204,6 +216,7 @@ class ClientSummary(_Record):
         self.gaps: list[Gap] = [] if gaps is None else gaps
         self.skipped: list[Problem] = [] if skipped is None else skipped
         self.notes: list[str] = [] if notes is None else notes
+        self.repaired: list[Repair] = [] if repaired is None else repaired
 
     def to_dict(self) -> dict[str, Any]:
         return _printable(self.to_plain())
@@ -729,6 +742,66 @@ def _load_state(path: str | Path, client: Client, key: str) -> tuple[dict[str, A
         return fresh, f"its archive state was damaged ({type(exc).__name__}), set aside as {aside.name}"
 
 
+PROBLEMS = "/problems"  # the index's log_state.source `<client>-log/problems`: its damaged archive files
+
+
+def parse_problems(text: str | bytes) -> dict[str, list[Any]]:
+    """The index's record of a client's damaged archive files: archive file -> [byte offset
+    or None, reason] (anything unexpected: none)."""
+    try:
+        out = json.loads(text)["problems"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def archive_reason(offset: int | None, reason: str) -> str:
+    """How a damaged archive file is named by the index's passes, reports and `ledger runs`."""
+    at = f" at byte {offset:,}" if isinstance(offset, int) else ""
+    if reason.startswith(LINK_REASON):
+        return f"damaged archive: {reason} (an evidence gap; make it a directory again)"
+    return (f"damaged archive{at}: {reason} (an evidence gap; `ledger import` copies it again "
+            "while the log still holds it)")
+
+
+LINK_REASON = "a symlink inside the archive"  # (how the index and verify name one: never followed)
+
+
+def recorded_archives(client_dir: str | Path) -> dict[str, int]:
+    """archive file (below the client dir) -> the bytes its state file says it holds (a zstd
+    generation's compressed size, a plain one's size): what `ledger verify` and the index
+    compare the files with. Damaged or foreign state files are left out."""
+    out: dict[str, int] = {}
+    for name, state in iter_states(client_dir):
+        for g in state.get("generations", ()):
+            try:
+                rel, n = g["archive"], g["csize"] if g.get("format") == ZSTD else g["size"]
+            except (KeyError, TypeError):
+                continue
+            if isinstance(rel, str) and isinstance(n, int):
+                out[rel] = n
+    return out
+
+
+def iter_states(client_dir: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(file name, content) of each readable state file of a client's archive."""
+    sdir = os.path.join(client_dir, STATE_DIR)
+    try:
+        names = sorted(os.listdir(sdir))
+    except OSError:
+        return
+    for name in names:
+        if len(name) != 37 or not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(sdir, name), "rb") as f:
+                state = _loads(f.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(state, dict) and state.get("schema_version") == STATE_VERSION:
+            yield name, state
+
+
 # ---------------------------------------------------------------- archiving
 
 class Archiver:
@@ -750,6 +823,8 @@ class Archiver:
         self.recovering = os.path.exists(self.client_dir / IMPORTING_FILE)
         self.flagged = False
         self.made: set[str] = set()  # directories this import made or found (see _mkdirs)
+        self.safe: set[str] = set()  # archive directories found to be no symlinks (see unsafe)
+        self.unsafe_dirs: dict[str, str] = {}  # ... and those that are, with the reason
         # the state files' names, listed once by a large import (a log without one is new: no
         # failing open per log); None: each log's is opened
         self.stated: set[str] | None = None
@@ -769,6 +844,7 @@ class Archiver:
     def begin_write(self) -> None:
         """Before the first byte this import writes: the flag that says a sync is pending."""
         if not self.flagged:
+            self._safe(self.client_dir / STATE_DIR)
             _mkdirs(self.client_dir / STATE_DIR)
             _write_atomic(self.client_dir / IMPORTING_FILE, b"", durable=True)
             self.flagged = True
@@ -907,6 +983,7 @@ class Archiver:
         s.gaps.extend(Gap(**g) for g in theirs["gaps"])
         s.skipped.extend(Problem(**p) for p in theirs["skipped"])
         s.notes.extend(theirs["notes"])
+        s.repaired.extend(Repair(**r) for r in theirs["repaired"])
         self.seen.update(out["seen"])
         self.waiting_at.update(out["waiting_at"])
         self.changed = self.changed or out["changed"]
@@ -924,6 +1001,9 @@ class Archiver:
             state, damaged = _load_state(state_path, self.client, key)
         seen = state["sources"].get(f.path)
         sig = {"size": f.st.st_size, "mtime_ns": f.st.st_mtime_ns, "inode": f.st.st_ino}
+        if seen is not None and all(seen.get(k) == v for k, v in sig.items()) and seen.get("refused"):
+            self.summary.skipped.append(Problem(f.path, seen["refused"]))  # (as it was: not read again)
+            return
         if seen is not None and all(seen.get(k) == v for k, v in sig.items()):
             self.summary.unchanged += 1
             self.summary.waiting += bool(seen.get("pending_bytes"))
@@ -947,7 +1027,11 @@ class Archiver:
             sig = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
             size = st.st_size
             if self.client.zstd and f.path.endswith(ZSTD_SUFFIX):
-                src, size = _inflate(src)  # (its lines, read like a plain log's; the signature stays the file's)
+                try:
+                    src, size = _inflate(src)  # (its lines, read like a plain log's; the signature stays the file's)
+                except LogOverBound as exc:
+                    self._refuse(f, state, state_path, name, sig, seen, exc.reason)
+                    return
             gens = state["generations"]
             # a log never archived is read whole in one go (the copy starts from these bytes);
             # one that was is read from its archived end, after the prefix check's 4 KiB
@@ -961,7 +1045,7 @@ class Archiver:
                 gap_reason = self._why_not(src, size, head, gens, current)
             elif gen is None and damaged:
                 gap_reason = damaged
-            copied, pending = self._copy(src, f, size, gens, gen, first)
+            copied, pending, refused = self._copy(src, f, size, gens, gen, first)
             if copied and gen is None:
                 gen = gens[-1]
                 if gap_reason is not None:
@@ -969,10 +1053,13 @@ class Archiver:
                     self.summary.gaps.append(Gap(f.path, gen["archive"], gen["generation"], gap_reason))
                 else:
                     self.summary.new_files += 1
-            if pending:
+            if refused:
+                self.summary.skipped.append(Problem(f.path, refused))
+            elif pending:
                 self.summary.waiting += 1
             state["sources"][f.path] = {**sig, "generation": gen["generation"] if gen else None,
-                                        "pending_bytes": pending, "root": f.root, "rel": f.rel}
+                                        "pending_bytes": pending, "root": f.root, "rel": f.rel,
+                                        **({"refused": refused} if refused else {})}
             self._mkdirs(os.path.dirname(state_path))
             _write_atomic(state_path, _dumps(state), durable=False)
             if self.stated is not None:
@@ -980,10 +1067,25 @@ class Archiver:
             self.changed = True
             if not pending:
                 self.seen[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
-            else:
+            elif not refused:
                 self.waiting_at[f.path] = [sig["size"], sig["mtime_ns"], sig["inode"]]
         finally:
             os.close(src)
+
+    def _refuse(self, f: Found, state: dict[str, Any], state_path: str, name: str, sig: dict[str, int],
+                seen: dict[str, Any] | None, reason: str) -> None:
+        """A log over a bound (ledger.sources.zframes): named, and remembered at its signature
+        in its state file, so that the next import skips it on its stat alone (a zstd bomb is
+        not decompressed again by every reader)."""
+        self.summary.skipped.append(Problem(f.path, reason))
+        self.begin_write()
+        state["sources"][f.path] = {**sig, "generation": seen.get("generation") if seen else None,
+                                    "pending_bytes": 0, "root": f.root, "rel": f.rel, "refused": reason}
+        self._mkdirs(os.path.dirname(state_path))
+        _write_atomic(state_path, _dumps(state), durable=False)
+        if self.stated is not None:
+            self.stated.add(name)
+        self.changed = True
 
     def _matching(self, src: int, size: int, head: bytes, gens: list[dict[str, Any]],
                   current: int | None) -> dict[str, Any] | None:
@@ -1013,12 +1115,19 @@ class Archiver:
         return "rewritten: the bytes before the archived end differ from the archive"
 
     def _copy(self, src: int, f: Found, size: int, gens: list[dict[str, Any]], gen: dict[str, Any] | None,
-              first: bytes) -> tuple[int, int]:
+              first: bytes) -> tuple[int, int, str | None]:
         """Append the complete lines after the generation's end, up to the log's `size` when it
         was opened (a new generation when `gen` is None and there is a complete line); returns
-        (bytes copied, bytes of a torn line). `first`: the log's bytes from 0, read already."""
+        (bytes copied, bytes of a torn line, why the copy stopped short). `first`: the log's
+        bytes from 0, read already. A line longer than LEDGER_MAX_LINE_BYTES (a line still
+        being written, or a file that is not JSONL) stops the copy before it: the log is
+        archived up to that line, and the reading stops there (memory stays bounded)."""
+        from ledger.sources.zframes import bound
+
+        max_line = bound("LEDGER_MAX_LINE_BYTES")
+        refused = None
         self.begin_write()
-        dst = self._open_archive(gen) if gen is not None else None  # may adopt an interrupted append
+        dst = self._open_archive(gen, src) if gen is not None else None  # may adopt an interrupted append
         made = gen is None  # (a new archive file: its size is what this call writes)
         written = 0
         offset = gen["size"] if gen is not None else 0
@@ -1060,6 +1169,11 @@ class Archiver:
                     last_line = bytes(view[-TAIL_BYTES:])
                     view.release()
                     pending = pending[cut:]
+                if len(pending) > max_line:
+                    refused = (f"a line longer than {max_line:,} bytes at byte {pos - len(pending):,} (a line still "
+                               "being written, or not a JSONL log): archived up to it, not read past it "
+                               "(LEDGER_MAX_LINE_BYTES)")
+                    break
                 if done:
                     break
             if copied:
@@ -1082,8 +1196,10 @@ class Archiver:
                 self.summary.new_bytes += copied
         finally:
             if dst is not None:
+                if gen is not None:
+                    _note_sig(gen, os.fstat(dst))  # (ledger's own write: an explicit import stats it)
                 os.close(dst)
-        return copied, len(pending)
+        return copied, len(pending), refused
 
     def _new_generation(self, f: Found, gens: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
         """A new (zstd) generation of the log and its archive file, created empty and open for
@@ -1113,10 +1229,47 @@ class Archiver:
             return g, fd
         raise LedgerError(f"no free archive name for {f.path}", hint="run `ledger verify`")
 
+    def unsafe(self, path: str | Path) -> str | None:
+        """Why ledger must not write in the archive directory `path` (None: it may): a
+        component of it below the home's sources/ is a symlink (issue 32: a file created
+        there would land in the link's target, where no reader looks). Each directory is
+        checked once per import."""
+        d = os.fspath(path)
+        base = os.fspath(self.home / "sources")
+        todo = []
+        while d.startswith(base + os.sep) and d not in self.safe:
+            todo.append(d)
+            d = os.path.dirname(d)
+        for d in reversed(todo):
+            why = self.unsafe_dirs.get(d)
+            if why is None:
+                try:
+                    link = stat_mod.S_ISLNK(os.lstat(d).st_mode)
+                except OSError:
+                    link = False  # (missing: made by _mkdirs, as a directory)
+                if not link:
+                    self.safe.add(d)
+                    continue
+                rel = os.path.relpath(d, self.home)
+                why = (f"its archive directory {rel} is a symlink (ledger never writes through one): not archived. "
+                       f"Hint: make {rel} a directory again (move its target's files into it), then run "
+                       "`ledger import`")
+                self.unsafe_dirs[d] = why
+                self.summary.skipped.append(Problem(d, why))
+            return why
+        return None
+
+    def _safe(self, path: str | Path) -> None:
+        why = self.unsafe(path)
+        if why is not None:
+            raise LedgerError(why.split(" Hint: ")[0], hint=why.split(" Hint: ")[-1])
+
     def _mkdirs(self, path: str | Path) -> None:
-        """_mkdirs, once per directory and import (a directory holds many logs)."""
+        """_mkdirs, once per directory and import (a directory holds many logs), never
+        through a symlink (see unsafe)."""
         key = os.fspath(path)
         if key not in self.made:
+            self._safe(key)
             try:  # (its parent made already, the usual case: one call)
                 os.mkdir(key, DIR_MODE)
                 if _umask_strips(DIR_MODE):
@@ -1127,9 +1280,28 @@ class Archiver:
                 _mkdirs(key)
             self.made.add(key)
 
-    def _open_archive(self, g: dict[str, Any]) -> int:
+    def _open_archive(self, g: dict[str, Any], src: int) -> int:
+        """The generation's archive file open for appending. A file deleted or cut short
+        behind ledger's back is written again from the log `src`, which holds its bytes (it
+        matched the generation's hashes: see _matching)."""
         path = self.client_dir / g["archive"]
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self._safe(path.parent)
+        flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            if not self._repair(g, src, g.get("source") or "", "missing (deleted?)"):
+                raise
+            fd = os.open(path, flags)
+        recorded = g["csize"] if g.get("format") == ZSTD else g["size"]
+        actual = os.fstat(fd).st_size
+        if actual < recorded and not self.recovering:
+            os.close(fd)
+            if not self._repair(g, src, g.get("source") or "",
+                                f"truncated: {actual:,} of the {recorded:,} bytes recorded"):
+                raise LedgerError(f"the archive file {path} is shorter than recorded ({actual} < {recorded} bytes)",
+                                  hint="run `ledger verify`; the archive was changed outside ledger")
+            fd = os.open(path, flags)
         if g.get("format") == ZSTD:
             return self._check_frames(fd, g, path)
         actual = os.fstat(fd).st_size
@@ -1162,6 +1334,206 @@ class Archiver:
         return fd
 
 
+    def _repair(self, g: dict[str, Any], src: int, log: str, reason: str) -> bool:
+        """Write generation `g`'s archive file again from the log `src` when the log still
+        holds its bytes (size, prefix and tail hashes as recorded); the damaged file, if any,
+        is kept aside in `.state/damaged/`, and the generation remembers the repair
+        (`repairs`). Whether it was repaired."""
+        size = os.fstat(src).st_size
+        head = _pread_all(src, min(PREFIX_BYTES, size), 0)
+        if not self._continues(src, size, head, g):
+            return False
+        self.begin_write()
+        path = os.path.join(self.client_dir, g["archive"])
+        parent, name = os.path.split(path)
+        self._mkdirs(parent)
+        tmp = f"{parent}/.{name}.{os.getpid()}-{next(_TMP_SEQ)}.tmp"
+        zstd = g.get("format") == ZSTD
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        try:
+            frame = _compressor().compressobj() if zstd else None
+            pos = 0
+            while pos < g["size"]:
+                chunk = _pread_all(src, min(BLOCK, g["size"] - pos), pos)
+                if not chunk:
+                    raise OSError(errno.EIO, f"{log}: shorter than it was a moment ago")
+                pos += len(chunk)
+                self.summary.read_bytes += len(chunk)
+                _write_all(fd, frame.compress(chunk) if frame is not None else chunk)
+            if frame is not None:
+                _write_all(fd, frame.flush())
+            os.fsync(fd)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.close(fd)
+        aside = None
+        if os.path.lexists(path):
+            aside = f"{STATE_DIR}/damaged/{g['archive'].replace('/', '%')}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+            _mkdirs(self.client_dir / STATE_DIR / "damaged")
+            os.replace(path, self.client_dir / aside)
+        os.replace(tmp, path)
+        _fsync_dir(parent)
+        if zstd:
+            g["csize"] = st.st_size
+        _note_sig(g, st)
+        g.setdefault("repairs", []).append({"at": _utc_now(), "reason": reason, "aside": aside})
+        self.summary.repaired.append(Repair(g["archive"], log, reason, aside))
+        self.changed = True
+        return True
+
+    def leftovers(self) -> None:
+        """What an interrupted import (killed at any point) may have left, adopted or removed
+        by the next import (it finds the flag of a sync still pending: every write of an
+        import comes after that flag, see begin_write):
+        - temporary files of atomic writes (`.<name>.<pid>-<n>.tmp`): removed (the lock is
+          held: no other importer is writing);
+        - an archive file no state file records (created, then the import died before it
+          wrote the log's state): its whole frames are adopted as the first generation of the
+          log its name belongs to (a torn frame is cut; an empty file is removed), so the next
+          import continues it like any generation and no new generation (no gap) is made."""
+        import re
+
+        tmp = re.compile(r"^\..+\.[0-9]+-[0-9]+\.tmp$")
+        recorded: set[str] = set()
+        states: dict[str, tuple[str, dict[str, Any]]] = {}
+        for name, state in iter_states(self.client_dir):
+            states[state.get("key")] = (name, state)
+            recorded.update(g.get("archive") for g in state.get("generations", ()))
+        root = os.fspath(self.client_dir)
+        for dirpath, dirnames, filenames in os.walk(root):
+            if dirpath == root:
+                dirnames[:] = [d for d in dirnames if d != STATE_DIR]
+            elif dirpath == os.path.join(root, STATE_DIR):
+                dirnames[:] = []
+            if dirpath == root and os.path.isdir(os.path.join(root, STATE_DIR)):
+                for n in os.listdir(os.path.join(root, STATE_DIR)):
+                    if tmp.match(n):
+                        self._remove(os.path.join(root, STATE_DIR, n))
+            for n in filenames:
+                path = os.path.join(dirpath, n)
+                if tmp.match(n):
+                    self._remove(path)
+                    continue
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                if not n.endswith(".jsonl" + ZSTD_SUFFIX) or rel in recorded or ".gen" in n:
+                    continue
+                key = self.client.key(rel[:-len(ZSTD_SUFFIX)])
+                name, state = states.get(key, (None, None))
+                if state is not None and state.get("generations"):
+                    continue  # (another copy of a log that has its archive: `ledger verify` names it)
+                self._adopt(path, rel, key, state)
+
+    def _remove(self, path: str) -> None:
+        try:
+            os.unlink(path)
+        except OSError:
+            return
+        self.summary.notes.append(f"removed {os.path.relpath(path, self.client_dir)} (left by an interrupted import)")
+
+    def _adopt(self, path: str, rel: str, key: str, state: dict[str, Any] | None) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            end, data = _complete_frames(_pread_all(fd, os.fstat(fd).st_size, 0))
+            if not data:
+                os.close(fd)
+                fd = -1
+                self._remove(path)
+                return
+            self.begin_write()
+            if end < os.fstat(fd).st_size:
+                os.ftruncate(fd, end)
+            st = os.fstat(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        state = state if state is not None else _fresh_state(self.client, key)
+        g = {"generation": 1, "archive": rel, "format": ZSTD, "csize": end, "size": len(data),
+             "prefix_sha256": _sha(data[:PREFIX_BYTES]), "tail_sha256": _sha(data[-TAIL_BYTES:]), "source": None,
+             "created_at": _utc_now(), "adopted": True}
+        _note_sig(g, st)
+        state["generations"].append(g)
+        state_path = _state_path(self.client_dir, key)
+        self._mkdirs(os.path.dirname(state_path))
+        _write_atomic(state_path, _dumps(state), durable=False)
+        if self.stated is not None:
+            self.stated.add(os.path.basename(state_path))
+        self.changed = True
+        self.summary.notes.append(f"{rel}: adopted {len(data):,} bytes left by an interrupted import")
+
+    def check_archives(self) -> None:
+        """`ledger import` (not a reader's refresh): every generation's archive file is
+        stat'ed against its state; one that is missing, shorter than recorded, or changed
+        since ledger last wrote it (its signature differs: then its frames are decoded and
+        compared, as `ledger verify` does) is damaged, and written again from its log while
+        the log still holds those bytes; else it is named (an evidence gap, not repaired)."""
+        from ledger.sources.archivecheck import ArchiveCheck, check_file
+
+        for name, state in iter_states(self.client_dir):
+            dirty = False
+            for g in state.get("generations", ()):
+                path = os.path.join(self.client_dir, g["archive"])
+                if self.unsafe(os.path.dirname(path)) is not None:
+                    continue  # (named once for its directory; its logs are named as they come)
+                recorded = g["csize"] if g.get("format") == ZSTD else g["size"]
+                reason = None
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:
+                    reason = f"missing (deleted?): its state records {recorded:,} bytes"
+                else:
+                    if not stat_mod.S_ISREG(st.st_mode):
+                        reason = "not a regular file (a symlink?)"
+                    elif st.st_size < recorded and self.recovering:
+                        continue  # (an import that died before its sync: _open_archive copies the rest again)
+                    elif st.st_size < recorded:
+                        reason = f"truncated: {st.st_size:,} of the {recorded:,} bytes recorded"
+                    elif g.get("file_sig") != [st.st_size, st.st_mtime_ns, st.st_ino]:
+                        chk = ArchiveCheck()
+                        check_file(path, g["archive"], st, g, chk)
+                        bad = [p for p in chk.problems if p.offset is None or p.offset < recorded]
+                        if not bad:
+                            _note_sig(g, st)
+                            dirty = True
+                            continue
+                        reason = str(bad[0].reason) + (f" at byte {bad[0].offset:,}" if bad[0].offset is not None else "")
+                if reason is None:
+                    continue
+                if self._repair_from_logs(state, g, reason):
+                    dirty = True
+                else:
+                    self.summary.skipped.append(Problem(path, f"a damaged archive file ({reason}); its log no longer "
+                                                              "holds those bytes: not repaired (an evidence gap)"))
+            if dirty:
+                self.begin_write()
+                _write_atomic(os.path.join(self.client_dir, STATE_DIR, name), _dumps(state), durable=False)
+                self.changed = True
+
+    def _repair_from_logs(self, state: dict[str, Any], g: dict[str, Any], reason: str) -> bool:
+        paths = [p for p, seen in state.get("sources", {}).items() if seen.get("generation") == g["generation"]]
+        for p in [g.get("source")] + paths:
+            if not isinstance(p, str):
+                continue
+            try:
+                src = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not stat_mod.S_ISREG(os.fstat(src).st_mode):
+                    continue
+                if self.client.zstd and p.endswith(ZSTD_SUFFIX):
+                    try:
+                        src, _ = _inflate(src)
+                    except (OSError, LogOverBound):
+                        continue
+                if self._repair(g, src, p, reason):
+                    return True
+            finally:
+                os.close(src)
+        return False
+
     def _check_frames(self, fd: int, g: dict[str, Any], path: Path) -> int:
         """A zstd generation: complete frames past the recorded end (an import that died before
         writing its state) are adopted, a torn frame is cut; an archive shorter than recorded
@@ -1193,6 +1565,12 @@ class Archiver:
         if g["size"] <= PREFIX_BYTES or not start:
             g["prefix_sha256"] = _sha(read_archive(path)[:PREFIX_BYTES])
         return fd
+
+
+def _note_sig(g: dict[str, Any], st: os.stat_result) -> None:
+    """The archive file's signature as ledger left it: an explicit import that finds it so
+    does not decode it again (see Archiver.check_archives)."""
+    g["file_sig"] = [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def _busy(cores: int) -> bool:
@@ -1251,7 +1629,7 @@ def _compressor() -> Any:
     if not _CCTX:
         import zstandard  # (only an import that writes needs it)
 
-        _CCTX.append(zstandard.ZstdCompressor(level=LEVEL))
+        _CCTX.append(zstandard.ZstdCompressor(level=LEVEL, write_checksum=True))  # (verify finds a damaged frame)
     return _CCTX[0]
 
 
@@ -1267,55 +1645,51 @@ def _utc_now() -> str:
 
 
 def _complete_frames(data: bytes) -> tuple[int, bytes]:
-    """(bytes of the complete zstd frames at the start of `data`, their content). Fed in blocks:
-    a frame's end is found without copying the rest of the data once per frame."""
-    import zstandard
+    """(bytes of the complete zstd frames at the start of `data`, their content): a torn or
+    damaged frame, or one over the bounds (ledger.sources.zframes), ends them."""
+    from ledger.sources.zframes import leading
 
-    mv = memoryview(data)
-    out = bytearray()
-    frame = bytearray()
-    pos = done = 0
-    d = zstandard.ZstdDecompressor().decompressobj()
-    while pos < len(mv):
-        block = mv[pos:pos + FRAME_BLOCK]
-        try:
-            frame += d.decompress(block)
-        except zstandard.ZstdError:
-            break  # not a frame (damage): what came before stands
-        if d.eof:
-            pos += len(block) - len(d.unused_data)
-            done = pos
-            out += frame
-            frame = bytearray()
-            d = zstandard.ZstdDecompressor().decompressobj()
-        else:
-            pos += len(block)
-    return done, bytes(out)
+    return leading(data)
+
+
+class LogOverBound(Exception):
+    """A log (or its line) over one of the bounds of ledger.sources.zframes: skipped, named."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _inflate(fd: int) -> tuple[int, int]:
     """A whole-zstd log's content in an unlinked temporary file: (its fd, its size); `fd` is
     closed on success (on failure the caller's). Such a log is cold (Codex compresses rollouts
-    untouched for 7 days), so this happens once per file: then its signature skips it."""
+    untouched for 7 days), so this happens once per file: then its signature skips it. The
+    content is streamed with the bounds of ledger.sources.zframes: a log that would grow past
+    them (a zstd bomb) raises LogOverBound before its frame is decompressed."""
+    import mmap
     import tempfile
 
-    import zstandard
+    from ledger.sources import zframes
 
-    try:
-        with os.fdopen(os.dup(fd), "rb") as raw, tempfile.TemporaryFile() as tmp:
-            d, whole = zstandard.ZstdDecompressor().decompressobj(), True
-            while chunk := raw.read(CHUNK):
-                while chunk:  # frame by frame (a torn last frame must not pass for a short log)
-                    tmp.write(d.decompress(chunk))
-                    whole, chunk = d.eof, (d.unused_data if d.eof else b"")
-                    if d.eof:
-                        d = zstandard.ZstdDecompressor().decompressobj()
-            if not whole:
-                raise zstandard.ZstdError("its last frame is torn")
-            tmp.flush()
-            out = os.dup(tmp.fileno())
-    except zstandard.ZstdError as exc:
-        raise OSError(errno.EIO, f"not a whole zstd file: {exc}") from None
+    size = os.fstat(fd).st_size
+    if size == 0:
+        raise OSError(errno.EIO, "not a whole zstd file: it is empty")
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf, tempfile.TemporaryFile() as tmp:
+        end = 0
+        try:
+            for f, piece in zframes.inflate(buf, 0):
+                if piece is not None:
+                    tmp.write(piece)
+                elif f.bad is not None:
+                    raise OSError(errno.EIO, f"not a whole zstd file: the frame at byte {f.start:,} {f.bad}")
+                else:
+                    end = f.end
+        except zframes.OverBound as exc:
+            raise LogOverBound(exc.reason) from None
+        if end != size:
+            raise OSError(errno.EIO, "not a whole zstd file: its last frame is torn")
+        tmp.flush()
+        out = os.dup(tmp.fileno())
     os.close(fd)
     return out, os.fstat(out).st_size
 
@@ -1428,11 +1802,19 @@ def refresh(home: Path) -> list[ClientSummary]:
 
 
 def import_client(home: Path, client: Client, roots: list[Path],
-                  progress: Callable[[int, int], None] | None = None, busy_ok: bool = False) -> ClientSummary:
-    """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs)."""
+                  progress: Callable[[int, int], None] | None = None, busy_ok: bool = False,
+                  check: bool = False) -> ClientSummary:
+    """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs).
+    `check` (`ledger import`; a reader's refresh does not): first check the archive files
+    against their state and repair the damaged ones from their logs (Archiver.check_archives)."""
     roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
     summary = ClientSummary(client.name, roots=[str(r) for r in roots])
     sources = prepare_home(home)
+    for d in (sources / client.name, sources / client.name / STATE_DIR):
+        if os.path.islink(d):
+            rel = os.path.relpath(d, home)
+            raise LedgerError(f"{rel} is a symlink: ledger never writes through one",
+                              hint=f"make {rel} a directory again (move its target's files into it)")
     with _Lock(sources, busy_ok):
         known = imported_roots(home, client)
         if any(str(r) not in known for r in roots):
@@ -1441,6 +1823,10 @@ def import_client(home: Path, client: Client, roots: list[Path],
                 {"roots": known + [str(r) for r in roots if str(r) not in known]}, indent=1).encode() + b"\n")
         arch = Archiver(Path(home), client, summary)
         client_dir = arch.client_dir
+        if arch.recovering:  # (an import died before its sync: what it left is adopted or removed)
+            arch.leftovers()
+        if check:
+            arch.check_archives()
         quick_path = client_dir / QUICK_FILE
         names = [str(r) for r in roots]
         quick = None if client.key_by_name else Quick.load(quick_path, names)
