@@ -450,42 +450,59 @@ def _time_buckets(q: ReportQuery, c: Conn, table: str, conds: list[Sql]) -> tupl
     return (SLOT_SECONDS if buckets.slot >= SLOT_SECONDS else buckets.slot), buckets
 
 
-def _top_runs(q: ReportQuery, conds: list[Sql]) -> Sql:
-    """`report run --limit N`: the N runs to show, chosen in SQL (same order as _sort_rows)."""
+def _run_rank(q: ReportQuery) -> tuple[str, str]:
+    """(known cost, tokens) of a run over its fact rows (GROUP BY run): the sum of its pieces'
+    known figures (an imported session has one per slot it spent in; ledger.report.facts),
+    NULL when nothing is known, what _sort_rows ranks by; its tokens are on its first row."""
     f = FACTS
-    run_cost, _ = _cost_columns(q)
-    run_cost = f"coalesce({run_cost}, {f}.run_cost_{q.cost}_partial)"  # the known sum, like _sort_rows
+    cost, part = f"{f}.run_cost_{q.cost}", f"{f}.run_cost_{q.cost}_partial"
+    known = (f"CASE WHEN count({cost}) = 0 AND count({part}) = 0 THEN NULL "
+             f"ELSE coalesce(sum({cost}), 0) + coalesce(sum({part}), 0) END")
+    return known, f"coalesce(max({f}.run_total_tokens), -1)"
+
+
+def _top_runs(q: ReportQuery, conds: list[Sql]) -> Sql:
+    """`report run --limit N`: the N runs to show, chosen in SQL (same order as _sort_rows),
+    each ranked by its whole cost (every piece of it that matches)."""
+    f = FACTS
+    known, tokens = _run_rank(q)
     way = " DESC" if resolved_order(q) == "desc" else " ASC"
-    tokens = f"coalesce({f}.run_total_tokens, -1)"
-    order = [f"{run_cost} IS NULL", run_cost + way, tokens + way, f"{f}.run_id" + way]
-    return _select([f"{f}.home_id", f"{f}.run_id"], f, [Sql(f"{f}.first = 1"), *conds],
+    order = [f"{known} IS NULL", known + way, tokens + way, f"{f}.run_id" + way]
+    return _select([f"{f}.home_id", f"{f}.run_id"], f, conds, [f"{f}.home_id", f"{f}.run_id"],
                    tail=f" ORDER BY {', '.join(order)} LIMIT {min(int(q.limit or 0), 2**63 - 1)}")  # SQL integers end there
 
 
 def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> list[Sql]:
-    """`report run --limit N` (cost auto, no filter): a condition that keeps only the runs
-    whose known cost is at or past the N-th run's, read from the indexes on the run costs
-    (the fully known ones, and the known parts of the others) in their order. _top_runs then
-    orders those few as it would order them all. [] (every run is ranked) otherwise."""
+    """`report run --limit N` (cost auto, no filter, most expensive first): a condition that
+    keeps only the runs whose known cost can be at or past the N-th run's, read from the
+    indexes on the run costs (the fully known ones, and the known parts of the others) in
+    their order. A run's first row holds its whole cost unless it is an imported session
+    (one piece per slot: its whole cost is at least its first piece's), so the N-th first
+    row's figure bounds the N-th run's from below, and every imported session is kept
+    (its rows whole). _top_runs then orders those few as it would order them all. []
+    (every run is ranked) otherwise."""
     n = int(q.limit or 0)
-    if conds or q.cost != "auto" or not 0 < n <= 10_000:
+    if conds or q.cost != "auto" or not 0 < n <= 10_000 or resolved_order(q) != "desc":
         return []
     f = FACTS
-    desc = resolved_order(q) == "desc"
-    way = " DESC" if desc else " ASC"
     by_run: dict[tuple[int, str], float] = {}
     # (a run's known part is set only when its cost is not: the partial walk needs no test
     # of the cost, which would make SQLite read that index instead; the cost wins anyway)
     for col in (f"{f}.run_cost_auto_partial", f"{f}.run_cost_auto"):
         by_run.update(((h, rid), v) for h, rid, v in _rows(c, Sql(
             f"SELECT {f}.home_id, {f}.run_id, {col} FROM {f} WHERE {f}.first = 1 AND {col} IS NOT NULL "
-            f"ORDER BY {col}{way} LIMIT {n}")))
-    known = sorted(by_run.values(), reverse=desc)
+            f"ORDER BY {col} DESC LIMIT {n}")))
+    known = sorted(by_run.values(), reverse=True)
     if len(known) < n:  # fewer known costs than places: the unknown ones are ranked too
         return []
-    bound, op = known[n - 1], (">=" if desc else "<=")
+    bound = known[n - 1]
     # (a superset of the runs whose known cost passes the bound: each side has its index)
-    return [Sql(f"({f}.run_cost_auto {op} ? OR {f}.run_cost_auto_partial {op} ?)", (bound, bound))]
+    passes = Sql(f"{f}.first = 1 AND ({f}.run_cost_auto >= ? OR {f}.run_cost_auto_partial >= ?)", (bound, bound))
+    sessions = Sql(f"EXISTS (SELECT 1 FROM log_sessions AS ranked WHERE ranked.home_id = {f}.home_id "
+                   f"AND ranked.row_id = {f}.run_id AND ranked.linked_run_id IS NULL)")
+    if not _rows(c, Sql("SELECT 1 FROM log_sessions LIMIT 1")):
+        return [passes]
+    return [_or([passes, sessions])]
 
 
 def _group_key() -> str:
@@ -720,7 +737,99 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
         totals.medians = col.total_medians
     elif q.evaluation:
         _medians(c, q, conds, groups, totals)
+    _count_runs(c, q, conds, groups, totals)
     return _finish(q, groups, totals, c, conds, t0, col.info)
+
+
+# --------------------------------------------------------------------------------------
+# runs, not pieces: an imported session is stored as one piece per 15-minute slot it spent
+# in (ledger.report.facts); the sums over pieces are the run's, but a count of pieces is not
+# a count of runs. `_count_runs` turns the piece counts of every group (and of the totals)
+# into run counts: how many runs bear a cost, how many of them are not fully known, and per
+# model (--breakdown) how many runs used it and how many of those have its cost unknown.
+
+def _count_runs(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], totals: Agg) -> None:
+    """Piece counts -> run counts, in place. Only imported sessions have more than one piece
+    (a run record has one slot), so only their fact rows are read (none: nothing to do)."""
+    if not groups or not _rows(c, Sql("SELECT 1 FROM log_sessions LIMIT 1")):
+        return
+    f = FACTS
+    run_cost, model_cost = _cost_columns(q)
+    key = "NULL" if q.kind == "task" else (f"{f}.created_s" if q.is_time else _key_column(q, SLOT_SECONDS))
+    cols = [key, f"{f}.model", f"{f}.home_id", f"{f}.run_id", f"{f}.piece",
+            f"CASE WHEN {f}.piece = 1 AND {run_cost} IS NULL THEN 1 ELSE 0 END",
+            f"CASE WHEN {model_cost} IS NULL THEN 1 ELSE 0 END"]
+    source = (f"log_sessions AS counted CROSS JOIN {f}")  # (SQLite keeps the order: the facts' run index)
+    on = Sql(f"counted.linked_run_id IS NULL AND {f}.home_id = counted.home_id AND {f}.run_id = counted.row_id")
+    rows = _rows(c, _select(cols, source, [on, *conds]))
+    if not rows:
+        return
+    key_of: Any = None
+    if q.is_time:
+        lo, hi = min(int(r[0]) for r in rows), max(int(r[0]) for r in rows)
+        buckets = make_buckets(datetime.fromtimestamp(lo, timezone.utc), datetime.fromtimestamp(hi, timezone.utc),
+                               q.zone, q.kind, q.week_start)
+        key_of = buckets.label_of_epoch
+    elif q.kind == "task":
+        from ledger.report.tasks import task_keys
+
+        keys = task_keys(c)
+    elif q.kind == "model":
+        key_of = _none_if_empty
+    # per group (None: the totals): [pieces, unknown pieces, runs with a piece, runs with an
+    # unknown one], and per model [rows, unknown rows, runs, runs with an unknown row]
+    seen: dict[Any, list[Any]] = {}
+    for k, model, home, rid, piece, unknown_piece, unknown_row in rows:
+        if q.kind == "task":
+            k = keys.get((home, rid), rid)
+        elif key_of is not None:
+            k = key_of(int(k) if q.is_time else k)
+        run = (home, rid)
+        for g in ((k, True), (None, False)):
+            acc = seen.get(g)
+            if acc is None:
+                acc = seen[g] = [0, 0, set(), set(), {}]
+            acc[0] += piece
+            acc[1] += unknown_piece
+            if piece:
+                acc[2].add(run)
+            if unknown_piece:
+                acc[3].add(run)
+            m = acc[4].get(model)
+            if m is None:
+                m = acc[4][model] = [0, 0, set(), set()]
+            m[0] += 1
+            m[1] += unknown_row
+            m[2].add(run)
+            if unknown_row:
+                m[3].add(run)
+    for (k, grouped), acc in seen.items():
+        agg = groups.get(k) if grouped else totals
+        if agg is not None:
+            _recount(agg, acc)
+
+
+def _recount(agg: Agg, acc: list[Any]) -> None:
+    """One group's counts of pieces replaced by counts of runs (see _count_runs)."""
+    v = agg.v
+    pieces, unknown = _num(v[PIECES]) or 0, (_num(v[PIECES]) or 0) - (_num(v[COST_N]) or 0)
+    runs = pieces - acc[0] + len(acc[2])
+    unmeasured = unknown - acc[1] + len(acc[3])
+    v[PIECES], v[COST_N] = runs, runs - unmeasured
+    if runs - unmeasured == 0 and v[COST] is not None:  # no run fully known: every known figure is a part
+        v[PART] = _num(v[COST]) + (_num(v[PART]) or 0)
+        v[COST] = None
+    for model, (rows, unknown_rows, used, unknown_runs) in acc[4].items():
+        mv = agg.models.get(model)
+        if mv is None:
+            continue
+        n, bad = _num(mv[M_ROWS]) or 0, (_num(mv[M_ROWS]) or 0) - (_num(mv[M_COST_N]) or 0)
+        n2 = n - rows + len(used)
+        bad2 = bad - unknown_rows + len(unknown_runs)
+        mv[M_ROWS], mv[M_COST_N] = n2, n2 - bad2
+        if n2 - bad2 == 0 and mv[M_COST] is not None:
+            mv[M_PART] = _num(mv[M_COST]) + (_num(mv[M_PART]) or 0)
+            mv[M_COST] = None
 
 
 def _totals_stmt(q: ReportQuery, start: int | None, end: int | None, conds: list[Sql]) -> Sql:
