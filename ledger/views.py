@@ -23,7 +23,7 @@ def tool_results(uses: int, status: list[int] | None) -> dict[str, int]:
 
 def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     """The `ledger show --json` document: the snapshot plus its evidence details."""
-    d = s.to_dict()
+    d = _with_cost(s).to_dict()
     d["cwd"] = s.cwd
     d["path"] = s.path
     d["provider_session_id"] = s.provider_session_id
@@ -42,6 +42,55 @@ def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     return d
 
 
+COST_DIGITS = 10  # as the reports round money (ledger.report.aggregate)
+
+
+def record_cost(s: RunSnapshot) -> dict[str, Any]:
+    """A run record's cost under `auto`, read from the record alone (the records path): the
+    figures `ledger report run` has for it (the index path reads them from the report,
+    ledger.report.aggregate.run_rows; the tests hold both to each other). Each stream's
+    receipt cost, else its tokens priced (ledger.records.costbasis); all known: the sum and
+    the streams' bases combined; some: `partial` with the known part; none: `unknown`; a
+    plain command without usage: `not_applicable`."""
+    from ledger.records.costbasis import ESTIMATED, REPORTED, combine_bases, receipt_cost
+
+    if not s.streams:
+        basis = "not_applicable" if s.harness == "command" else "unknown"
+        return {"cost_usd": None, "cost_basis": basis, "cost_usd_known": None}
+    figures: list[tuple[float | None, str]] = []
+    for st in s.streams:
+        r = receipt_cost(bool(st.final_receipt), st.cost_usd)
+        if r is not None:
+            figures.append((r, REPORTED))
+            continue
+        from ledger.pricing import estimate_cost
+
+        counters = {k: v for k, v in (st.counters or {}).items() if v is not None}
+        figures.append((estimate_cost(st.provider, st.model, counters)[0], ESTIMATED))
+    known = [f for f in figures if f[0] is not None]
+    total = round(sum(v for v, _ in known), COST_DIGITS) if known else None
+    if len(known) == len(figures):
+        return {"cost_usd": total, "cost_basis": combine_bases(b for _, b in known), "cost_usd_known": total}
+    return {"cost_usd": None, "cost_basis": "partial" if known else "unknown", "cost_usd_known": total}
+
+
+def _with_cost(s: RunSnapshot) -> RunSnapshot:
+    if s.cost is None and s.state != "unreadable":
+        s.cost = record_cost(s)
+    return s
+
+
+def indexed_costs(conn: Any, home_id: int, snaps: list[RunSnapshot]) -> None:
+    """Each snapshot's cost as `ledger report run` has it (the report's tables, synced)."""
+    from ledger.report.aggregate import run_rows
+
+    rows = run_rows(conn, home_id, [s.id for s in snaps if s.state != "unreadable"])
+    for s in snaps:
+        d = rows.get(s.id)
+        if d is not None:
+            s.cost = {"cost_usd": d["cost_usd"], "cost_basis": d["cost_basis"], "cost_usd_known": d["cost_usd_known"]}
+
+
 def scan_records(home: Path) -> tuple[list[RunSnapshot], list[ScanProblem]]:
     """Every run of the home read from its record, and the problems. A record that cannot be
     read is in both: a problem, and a snapshot with state `unreadable` (as the index lists it)."""
@@ -55,7 +104,7 @@ def scan_records(home: Path) -> tuple[list[RunSnapshot], list[ScanProblem]]:
             if name is not None:
                 snaps.append(unreadable_snapshot(name, item.path))
         else:
-            snaps.append(item)
+            snaps.append(_with_cost(item))
     return snaps, problems
 
 
@@ -73,6 +122,9 @@ def _index(home: Path, db: str | None, notify: Any) -> str:
 
         for line in skipped_warnings(summary.skipped):
             notify(line)
+    from ledger.report.service import bring_up_to_date
+
+    bring_up_to_date(url, check=True, notify=notify)  # (the costs `runs` / `show` print are the report's)
     return url
 
 
@@ -89,7 +141,7 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
                       filters: Any = None) -> Any:
     """`indexed_runs` with filters (ledger.records.selection.RunFilter); a Selection."""
     from ledger.index import ops, queries, rawread
-    from ledger.records.selection import select
+    from ledger.records.selection import count_all, select
     from ledger.store import expand_homes, single_home
 
     store, home = home, single_home(home, "runs")
@@ -104,6 +156,9 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
             sel = select(queries.list_candidates(conn, hid, wide, now), all_, now, filters)
             if hid is not None:
                 sel.runs = queries.snapshots_of(conn, hid, sel.runs)
+                indexed_costs(conn, hid, sel.runs)
+            if not sel.runs and not wide:  # an empty window: say whether older runs exist
+                sel.in_all = count_all(queries.list_candidates(conn, hid, True, now), filters)
             return sel
 
     return ops.read_repairing(expand_homes([store]), url, read, notify)
@@ -119,6 +174,9 @@ def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSn
 
     def read() -> RunSnapshot:
         with rawread.reading(url) as conn:
-            return queries.get_run(conn, rawread.home_id(conn, home), selector)
+            hid = rawread.home_id(conn, home)
+            snap = queries.get_run(conn, hid, selector)
+            indexed_costs(conn, hid, [snap])
+            return snap
 
     return ops.read_repairing(expand_homes([store]), url, read, notify)

@@ -741,6 +741,26 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     return _finish(q, groups, totals, c, conds, t0, col.info)
 
 
+def run_rows(conn: Any, home_id: int, run_ids: Sequence[str], cost: str = "auto") -> dict[str, dict[str, Any]]:
+    """The `report run` rows of these runs of one home (run_id -> row), as `ledger report run`
+    computes them: `ledger runs` / `show` print the same figures (one definition of a run's
+    cost, basis, tokens, start and duration). A run not in report_facts has no row."""
+    c = wrap(conn)
+    q = ReportQuery(kind="run", cost=cost)
+    out: dict[str, dict[str, Any]] = {}
+    ids = list(run_ids)
+    for i in range(0, len(ids), 500):
+        which = [keys_in([(home_id, rid) for rid in ids[i:i + 500]])]
+        col = _Collector(q, n_extra=len(_run_extra()))
+        col.add(_rows(c, _facts_stmt(q, which)))
+        _count_runs(c, q, which, col.groups, Agg())
+        for rid, agg in col.groups.items():
+            d = row_dict(rid, agg, q)
+            _run_fields(d, col.info[rid])
+            out[rid] = d
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # runs, not pieces: an imported session is stored as one piece per 15-minute slot it spent
 # in (ledger.report.facts); the sums over pieces are the run's, but a count of pieces is not
@@ -1216,9 +1236,7 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
     rows = [row_dict(k, agg, q) for k, agg in groups.items()]
     if q.kind == "run" and info:
         for d in rows:
-            created_s, harness, model, outcome, duration = info[d["key"]]
-            d["started"] = datetime.fromtimestamp(int(created_s), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            d.update({"harness": harness, "model": model, "outcome": outcome, "duration_ms": _num(duration)})
+            _run_fields(d, info[d["key"]])
     if q.kind == "task" and info:
         for d in rows:
             d.update(info[d["key"]])
@@ -1231,6 +1249,13 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
     tot.pop("key")
     pricing = _pricing(conn, q, conds, tot)
     return Report(query=q, rows=rows, totals=tot, pricing=pricing, seconds=time.perf_counter() - t0)
+
+
+def _run_fields(d: dict[str, Any], info: Sequence[Any]) -> None:
+    """A `report run` row's own fields (_run_extra): start, harness, model, outcome, duration."""
+    created_s, harness, model, outcome, duration = info
+    d["started"] = datetime.fromtimestamp(int(created_s), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    d.update({"harness": harness, "model": model, "outcome": outcome, "duration_ms": _num(duration)})
 
 
 def _home_labels(c: Conn, rows: list[dict[str, Any]]) -> None:

@@ -59,6 +59,28 @@ def _synced_small(url: str, groups: bool = True) -> bool:
         return False
 
 
+def bring_up_to_date(url: str, *, resync: bool = False, groups: bool = False, notify: Notify = _quiet,
+                     check: bool = False) -> None:
+    """Sync the report's tables with the index at `url` (a read-only index is read as it is,
+    with a note). `check`: first ask whether anything is to sync (no SQLAlchemy when not)."""
+    if check and not resync:
+        from ledger.index.rawread import reading
+        from ledger.report.synced import facts_current
+
+        with reading(url) as c:
+            if facts_current(c, groups):
+                return
+    try:
+        if resync or not _synced_small(url, groups):
+            sync(url, full=resync, notify=notify, groups=groups)
+    except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
+        from ledger.index.ops import read_only_failure
+
+        if read_only_failure(exc) is None:
+            raise
+        notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
+
+
 def query(url: str, q: ReportQuery) -> Report:
     from ledger.index.ops import reading
 
@@ -104,15 +126,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
             with reading(url) as c:
                 if facts_current(c, groups):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
                     return [run_report(c, q) for q in queries]
-        try:
-            if resync or not _synced_small(url, groups):
-                sync(url, full=resync, notify=notify, groups=groups)
-        except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
-            from ledger.index.ops import read_only_failure
-
-            if read_only_failure(exc) is None:
-                raise
-            notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
+        bring_up_to_date(url, resync=resync, groups=groups, notify=notify)
         with reading(url) as c:
             return [run_report(c, q) for q in queries]
 
