@@ -17,13 +17,18 @@ IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (Non
 
 
 TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "exit", "duration", "in", "out", "cost $",
-                 "basis", "gaps", "subjects", "command")
+                 "gaps", "subjects", "command")
 # hidden in this order on a narrow terminal: the id (pasted into `ledger show`), the outcome
 # and the cost are kept whole. The command is display text: it is cut (…) to the room left
 # before it is hidden, and hidden before anything but the gaps and the harness.
-DROP_FIRST = (11, 2, 13, 5, 12, 6, 3, 7, 8, 1)
-COMMAND = 13
+DROP_FIRST = (10, 2, 12, 5, 11, 6, 3, 7, 8, 1)
+COMMAND = 12
 COMMAND_MIN = 12  # a command cut shorter than this says little: hidden instead
+
+
+# the cost basis in the table after the cost, short (the reports' words: `--json` / `--csv` and `ledger show`)
+BASIS_SHORT = {"reported": "rep", "estimated": "est", "mixed": "mix", "partial": "part", "unknown": "unk",
+               "not_applicable": "n/a"}
 
 
 def _short(row: list) -> list:
@@ -43,11 +48,11 @@ def _short(row: list) -> list:
             row[i] = f"{row[i]:,}"
     if isinstance(row[8], (int, float)):
         row[8] = f"{row[8]:,.4f}"
-    basis = row[17]
     if row[8] is None and row[18] is not None:  # partly known: the known part, as the reports mark it
         row[8] = f"≥{row[18]:,.4f}"
+    if row[8] is not None and row[17] is not None:  # with its basis (the cost the reports use: auto)
+        row[8] = f"{row[8]} {BASIS_SHORT.get(row[17], row[17])}"
     del row[11:]  # (the verdict's columns: shown in the outcome cell)
-    row.insert(9, basis)
     del row[5]
     return row
 
