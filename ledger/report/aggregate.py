@@ -651,7 +651,9 @@ def _source(q: ReportQuery) -> str:
     used = {k for k, v in q.filters.items() if v}
     if q.is_time and not used:
         return "slots"
-    if q.kind in ("model", "harness") and used <= {"harness", "outcome"}:
+    if q.kind == "model":
+        return "served"
+    if q.kind == "harness" and used <= {"harness", "outcome"}:
         return "days"
     if (q.kind in GROUP_KINDS and not used and q.since is None and q.until is None and not q.breakdown
             and (not q.evaluation or q.kind in VALUE_KINDS)):
@@ -713,6 +715,8 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
         col = collect_tasks(c, q, conds)
     elif source == "slots":
         col = _collect_slots(c, q, start, end)
+    elif q.kind == "model":  # (one way to answer it: by the model that served each response)
+        col = _collect_served(c, q, conds)
     elif source == "days":
         col = _collect_days(c, q, start, end)
     elif source == "groups" and (forced or _groups_built(c)):
@@ -725,9 +729,13 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     totals = Agg()
     if col.totals is not None:
         totals = col.totals
-    elif q.kind == "subject" or (q.kind == "run" and q.limit is not None):
-        # a run with several subjects is in several groups; --limit leaves runs out
+    elif q.kind in ("subject", "model") or (q.kind == "run" and q.limit is not None):
+        # a run with several subjects (models) is in several groups; --limit leaves runs out
         totals.add(_rows(c, _totals_stmt(q, start, end, conds))[0])
+        if q.kind == "model" and q.breakdown:
+            for agg in groups.values():
+                for m, mv in agg.models.items():
+                    totals.add_model(m, mv)
         if q.evaluation:  # (report_slots has no verdicts)
             totals.add_verdicts(_rows(c, _select(_verdict_aggregates(), FACTS, conds))[0], 0)
     else:
@@ -824,6 +832,8 @@ def _count_runs(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg
             if unknown_row:
                 m[3].add(run)
     for (k, grouped), acc in seen.items():
+        if grouped and q.kind == "model":
+            continue  # (_collect_served counts runs, not pieces)
         agg = groups.get(k) if grouped else totals
         if agg is not None:
             _recount(agg, acc)
@@ -903,6 +913,52 @@ def _collect_slots(c: Conn, q: ReportQuery, start: int | None, end: int | None) 
     col = _Collector(q)
     col.add(_rows(c, _select(cols, t, conds, groups)), lambda g: label_of(int(g) * width), _none_if_empty)
     return col
+
+
+def _collect_served(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
+    """`report model`: usage grouped by the model that served it (issue 25). A run that used
+    two models is in both rows, each with that model's tokens and cost; its run-level figures
+    (outcome, gaps, no usage) in each (the totals count it once). Per (model, run) first, from
+    its fact rows (an imported session has one per slot), then per model; a model's cost in a
+    run is known when every one of its rows' is."""
+    f = FACTS
+    cost, part = f"{f}.cost_{q.cost}", f"{f}.cost_{q.cost}_partial"
+    if q.cost == "auto":
+        bases = f"min({f}.basis_auto) AS bmin, max({f}.basis_auto) AS bmax"
+    else:
+        bases = f"{_basis_literal(q)} AS bmin, {_basis_literal(q)} AS bmax"
+    inner = _select(
+        [f"{f}.model AS model", f"{f}.home_id AS home_id", f"{f}.run_id AS run_id",
+         *(f"sum({f}.{n}) AS {n}" for n in TOKENS),
+         f"CASE WHEN count({cost}) = count(*) THEN sum({cost}) END AS known",
+         f"CASE WHEN count({cost}) < count(*) AND (count({cost}) > 0 OR count({part}) > 0) "
+         f"THEN coalesce(sum({cost}), 0) + coalesce(sum({part}), 0) END AS part", bases],
+        f, conds, [f"{f}.model", f"{f}.home_id", f"{f}.run_id"])
+    r = "served_run"
+    cols = ["m.model", "count(*)", *(f"sum(m.{n})" for n in TOKENS), "sum(m.known)", "count(m.known)",
+            "min(m.bmin)", "max(m.bmax)", *(f"sum({r}.{n})" for n in ("failed", "interrupted", "abandoned",
+                                                                        "unverified", "evidence_gaps", "no_usage")),
+            "sum(m.part)", f"sum({r}.piece)"]
+    stmt = Sql(f"SELECT {', '.join(cols)} FROM ({inner.text}) AS m JOIN {f} AS {r} ON {r}.home_id = m.home_id "
+               f"AND {r}.run_id = m.run_id AND {r}.first = 1 GROUP BY m.model", inner.params)
+    col = _Collector(_Served(q))  # type: ignore[arg-type]
+    rows = _rows(c, stmt)
+    col.add(rows)
+    col.q = q
+    if q.breakdown:  # (a row holds one model: its breakdown is itself)
+        for row in rows:
+            v = [_num(x) for x in row[1:]]
+            col.groups[row[0]].add_model(row[0], [v[RUNS], *v[IN:RS + 1], v[COST], v[COST_N], v[BMIN], v[BMAX],
+                                                  v[PART]])
+    return col
+
+
+class _Served:
+    """(The query as _Collector reads it for report model's rows: no --breakdown columns.)"""
+
+    def __init__(self, q: ReportQuery) -> None:
+        self.breakdown = False
+        self.evaluation = False
 
 
 def _collect_days(c: Conn, q: ReportQuery, start: int | None, end: int | None) -> _Collector:

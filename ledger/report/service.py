@@ -60,17 +60,25 @@ def _synced_small(url: str, groups: bool = True) -> bool:
 
 
 def bring_up_to_date(url: str, *, resync: bool = False, groups: bool = False, notify: Notify = _quiet,
-                     check: bool = False) -> None:
+                     check: bool = False, cheap: bool = False) -> bool:
     """Sync the report's tables with the index at `url` (a read-only index is read as it is,
-    with a note). `check`: first ask whether anything is to sync (no SQLAlchemy when not)."""
-    if check and not resync:
+    with a note). `check`: first ask whether anything is to sync (no SQLAlchemy when not);
+    `cheap`: on SQLite, only the small sync through the driver (a full one is left to the
+    next report), and say whether the tables are now in step (False: they may be stale)."""
+    from ledger.index import db as dbmod
+
+    def current() -> bool:
         from ledger.index.rawread import reading
         from ledger.report.synced import facts_current
 
         with reading(url) as c:
-            if facts_current(c, groups):
-                return
+            return facts_current(c, groups)
+
+    if check and not resync and dbmod.is_sqlite(url) and current():
+        return True
     try:
+        if cheap and dbmod.is_sqlite(url):
+            return _synced_small(url, groups) and current()
         if resync or not _synced_small(url, groups):
             sync(url, full=resync, notify=notify, groups=groups)
     except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
@@ -78,7 +86,10 @@ def bring_up_to_date(url: str, *, resync: bool = False, groups: bool = False, no
 
         if read_only_failure(exc) is None:
             raise
-        notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
+        if not cheap:
+            notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
+        return False
+    return True
 
 
 def query(url: str, q: ReportQuery) -> Report:
