@@ -179,3 +179,20 @@ def test_a_missing_home_on_a_machine_with_agent_logs_names_import(tmp_path, monk
         assert res.exit_code == 1, cmd
         assert "Error: no ledger home" in res.stderr, cmd
         assert "Claude Code and Codex logs: `ledger import`" in res.stderr, cmd
+
+
+def test_ledger_runs_own_summary_and_json_say_what_runs_says(home, tmp_path):
+    # a real Claude Code 2.1.328 stream, launched without --model (main: the summary said
+    # `in 3,353`, with the cache, where `ledger runs` says 203; --json had `model: null`)
+    from launchkit import replay, stream_bytes
+
+    from ledger.cli.run_cmd import summary_line
+
+    result, snap = replay(home, tmp_path, "claude", stream_bytes("claude-tool-then-answer.jsonl"), ["-p", "hi"])
+    listed = json.loads(ok("runs", "--json").stdout)
+    (row,) = [d for d in listed if d["id"] == result.run_id]
+    assert result.model == row["model"] == snap.model is not None
+    assert result.to_json()["model"] == row["model"]
+    line = summary_line(result)
+    assert f"in {row['usage']['input_tokens']:,} out" in line, line
+    assert result.cost_usd == row["cost_usd"] and result.cost_basis == row["cost_basis"]
