@@ -690,7 +690,11 @@ class _Collector:
             if verdicts:
                 agg.add_verdicts(row, vbase)
             if self.n_extra:
-                self.info[k] = list(row[-self.n_extra:])
+                extra, seen = list(row[-self.n_extra:]), self.info.get(k)
+                if seen is not None:  # (--breakdown: a run's rows per model; its fields are on the first)
+                    extra = [min(a, b) if i == 0 and a is not None and b is not None else (a if a is not None else b)
+                             for i, (a, b) in enumerate(zip(seen, extra))]
+                self.info[k] = extra
 
 
 def _none_if_empty(v: Any) -> Any:
@@ -736,6 +740,8 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
             for agg in groups.values():
                 for m, mv in agg.models.items():
                     totals.add_model(m, mv)
+        elif q.breakdown:  # the totals' models (every matching run's, each once)
+            _totals_models(c, q, conds, totals)
         if q.evaluation:  # (report_slots has no verdicts)
             totals.add_verdicts(_rows(c, _select(_verdict_aggregates(), FACTS, conds))[0], 0)
     else:
@@ -1129,10 +1135,15 @@ def _collect_top(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
     if q.evaluation:
         totals.add_verdicts(_rows(c, _select(_verdict_aggregates(), FACTS, conds))[0], 0)
     if q.breakdown:  # the totals' models
-        f = FACTS
-        for row in _rows(c, _select([f"{f}.model", *_model_aggregates(q)], f, conds, [f"{f}.model"])):
-            totals.add_model(row[0], row, 1)
+        _totals_models(c, q, conds, totals)
     return col
+
+
+def _totals_models(c: Conn, q: ReportQuery, conds: list[Sql], totals: Agg) -> None:
+    """The totals' per-model vectors (--breakdown) over the matching facts."""
+    f = FACTS
+    for row in _rows(c, _select([f"{f}.model", *_model_aggregates(q)], f, conds, [f"{f}.model"])):
+        totals.add_model(row[0], row, 1)
 
 
 def _key_in(col: str, keys: Sequence[Any]) -> Sql:
