@@ -472,18 +472,16 @@ def _top_runs(q: ReportQuery, conds: list[Sql]) -> Sql:
                    tail=f" ORDER BY {', '.join(order)} LIMIT {min(int(q.limit or 0), 2**63 - 1)}")  # SQL integers end there
 
 
-def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> list[Sql]:
-    """`report run --limit N` (cost auto, no filter, most expensive first): a condition that
-    keeps only the runs whose known cost can be at or past the N-th run's, read from the
-    indexes on the run costs (the fully known ones, and the known parts of the others) in
-    their order. A run's first row holds its whole cost unless it is an imported session
-    (one piece per slot: its whole cost is at least its first piece's), so the N-th first
-    row's figure bounds the N-th run's from below, and every imported session is kept
-    (its rows whole). _top_runs then orders those few as it would order them all. []
-    (every run is ranked) otherwise."""
+def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> float | None:
+    """`report run --limit N` (cost auto, no filter, most expensive first): the N-th largest
+    known cost of the runs' first rows, read from the indexes on the run costs (the fully
+    known ones, and the known parts of the others) in their order; None (every run is
+    ranked) otherwise. A run's first row holds its whole cost unless it is an imported
+    session (one piece per slot: its whole cost is at least its first piece's), so no run
+    whose first row is below the bound can be among the first N but a session."""
     n = int(q.limit or 0)
     if conds or q.cost != "auto" or not 0 < n <= 10_000 or resolved_order(q) != "desc":
-        return []
+        return None
     f = FACTS
     by_run: dict[tuple[int, str], float] = {}
     # (a run's known part is set only when its cost is not: the partial walk needs no test
@@ -494,15 +492,38 @@ def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> list[Sql]:
             f"ORDER BY {col} DESC LIMIT {n}")))
     known = sorted(by_run.values(), reverse=True)
     if len(known) < n:  # fewer known costs than places: the unknown ones are ranked too
-        return []
-    bound = known[n - 1]
-    # (a superset of the runs whose known cost passes the bound: each side has its index)
-    passes = Sql(f"{f}.first = 1 AND ({f}.run_cost_auto >= ? OR {f}.run_cost_auto_partial >= ?)", (bound, bound))
-    sessions = Sql(f"EXISTS (SELECT 1 FROM log_sessions AS ranked WHERE ranked.home_id = {f}.home_id "
-                   f"AND ranked.row_id = {f}.run_id AND ranked.linked_run_id IS NULL)")
-    if not _rows(c, Sql("SELECT 1 FROM log_sessions LIMIT 1")):
-        return [passes]
-    return [_or([passes, sessions])]
+        return None
+    return known[n - 1]
+
+
+def _top_run_keys(c: Conn, q: ReportQuery, conds: list[Sql], fast: bool) -> list[tuple[int, str]]:
+    """The runs `report run --limit N` shows. Fast (cost auto, no filter): the runs whose
+    first row's known cost passes _top_run_bound (each side has its index), and every imported
+    session summed whole, ranked here as _sort_rows ranks them; else ranked in SQL."""
+    bound = _top_run_bound(c, q, conds) if fast else None
+    if bound is None:
+        return [tuple(k) for k in _rows(c, _top_runs(q, conds))]
+    f = FACTS
+    ranked: dict[tuple[int, str], tuple[Any, Any]] = {}
+    for h, rid, cost, part, tokens in _rows(c, Sql(
+            f"SELECT {f}.home_id, {f}.run_id, {f}.run_cost_auto, {f}.run_cost_auto_partial, {f}.run_total_tokens "
+            f"FROM {f} WHERE {f}.first = 1 AND ({f}.run_cost_auto >= ? OR {f}.run_cost_auto_partial >= ?)",
+            (bound, bound))):
+        ranked[(h, rid)] = (cost if cost is not None else part, tokens)
+    if _rows(c, Sql("SELECT 1 FROM log_sessions LIMIT 1")):
+        known, tokens = _run_rank(q)
+        for h, rid, k, t in _rows(c, Sql(
+                f"SELECT {f}.home_id, {f}.run_id, {known}, max({f}.run_total_tokens) FROM log_sessions AS ranked "
+                f"CROSS JOIN {f} WHERE ranked.linked_run_id IS NULL AND {f}.home_id = ranked.home_id AND "
+                f"{f}.run_id = ranked.row_id GROUP BY {f}.home_id, {f}.run_id")):
+            ranked[(h, rid)] = (k, t)
+
+    def by(item: tuple[tuple[int, str], tuple[Any, Any]]) -> tuple:
+        (h, rid), (k, t) = item
+        return (k is not None, round(_num(k), COST_DIGITS) if k is not None else 0.0,
+                _num(t) if t is not None else -1, rid)
+
+    return [key for key, _ in sorted(ranked.items(), key=by, reverse=True)[:int(q.limit or 0)]]
 
 
 def _group_key() -> str:
@@ -1067,8 +1088,7 @@ def _collect_facts(c: Conn, q: ReportQuery, conds: list[Sql], fast: bool = True)
     col = _Collector(q, n_extra=len(_run_extra()) if q.kind == "run" else 0)
     if q.kind == "run" and q.limit is not None:
         # the top N runs first (one ordered scan of the first rows), then only their rows
-        bound = _top_run_bound(c, q, conds) if fast else []
-        keys = [tuple(k) for k in _rows(c, _top_runs(q, conds + bound))]
+        keys = _top_run_keys(c, q, conds, fast)
         if keys:
             col.add(_rows(c, _facts_stmt(q, [keys_in(keys)])))
         return col
