@@ -196,3 +196,28 @@ def test_ledger_runs_own_summary_and_json_say_what_runs_says(home, tmp_path):
     line = summary_line(result)
     assert f"in {row['usage']['input_tokens']:,} out" in line, line
     assert result.cost_usd == row["cost_usd"] and result.cost_basis == row["cost_basis"]
+
+
+def test_report_model_groups_usage_by_the_model_that_served_it(db_url, home, tmp_path):
+    # issue 25 ("Elsewhere"): main keyed each run by one model, so a subagent's or a switched
+    # model's tokens were shown under another model
+    claudehistory.generate(tmp_path / "claude", sessions=12, seed=3)
+    ok("import", "claude", "--from", str(tmp_path / "claude"))
+    make(home, "2026-01-10T10:00:00Z", [claude_stream(), claude_stream(model="claude-haiku-4-5",
+                                                                       counters={"input_tokens": 7})])
+    doc, _ = report_json("model", "--tz", "UTC", "--db", db_url)
+    truth = {r["model"]: r for r in sql("SELECT model, count(DISTINCT run_id) AS runs, sum(input_tokens) AS input_tokens,"
+                                        " sum(output_tokens) AS output_tokens FROM usage_streams_v GROUP BY model",
+                                        db_url)}
+    assert {r["key"]: (r["runs"], r["input_tokens"], r["output_tokens"]) for r in doc["rows"]} == {
+        m: (t["runs"], t["input_tokens"], t["output_tokens"]) for m, t in truth.items()}
+    n = len(sql("SELECT run_id FROM runs_v", db_url))
+    assert doc["totals"]["runs"] == n < sum(r["runs"] for r in doc["rows"])
+    assert sum(r["input_tokens"] for r in doc["rows"]) == doc["totals"]["input_tokens"]
+    held = sum(r["runs"] for r in doc["rows"])
+    assert f"these rows hold {held} runs of {n}" in ok("report", "model", "--tz", "UTC", "--db", db_url).stderr
+    # a model's cost is the cost of its own usage: the rows add up to the total
+    assert sum(r["cost_usd_known"] or 0 for r in doc["rows"]) == pytest.approx(doc["totals"]["cost_usd_known"],
+                                                                                 abs=1e-9)
+    limited, _ = report_json("model", "--tz", "UTC", "--db", db_url, "--limit", "2")
+    assert limited["rows"] == doc["rows"][:2] and limited["totals"] == doc["totals"]
