@@ -48,40 +48,42 @@ def test_report_run_limit_is_the_top_of_the_whole_report(home, tmp_path):
     assert top_c["rows"] == full_c["rows"][:3]
 
 
-def test_unknown_costs_are_counted_in_runs_not_pieces(home, tmp_path):
+def test_unknown_costs_are_counted_in_runs_not_pieces(db_url, home, tmp_path):
     # seed 0: one session used a model without a price in 4 of its 15-minute slots; main said
     # `the cost of 4 of 9 runs is unknown` and its `report run` row had 4 unmeasured runs
     imported(home, tmp_path, 6, 0)
     for kind in ("daily", "run", "session", "model", "harness"):
-        doc, err = report_json(kind, "--tz", "UTC")
+        doc, err = report_json(kind, "--tz", "UTC", "--db", db_url)
         assert doc["totals"]["unmeasured_cost_runs"] == 1, kind
-        assert "the cost of 1 of 9 runs is unknown" in ok("report", kind, "--tz", "UTC").stderr
+        assert "the cost of 1 of 9 runs is unknown" in ok("report", kind, "--tz", "UTC", "--db", db_url).stderr
         for row in doc["rows"]:
             assert row["unmeasured_cost_runs"] <= row["runs"] or doc["report"] == "daily", (kind, row)
         assert [u["runs"] for u in doc["pricing"]["unpriced"]] == [1]
-    run, _ = report_json("run", "--tz", "UTC")
+    run, _ = report_json("run", "--tz", "UTC", "--db", db_url)
     partial = [r for r in run["rows"] if r["cost_basis"] == "partial"]
     assert len(partial) == 1 and partial[0]["unmeasured_cost_runs"] == 1 and partial[0]["cost_usd_known"] > 0
 
 
-def test_breakdown_counts_each_run_once_per_model(home, tmp_path, ):
+def test_breakdown_counts_each_run_once_per_model(db_url, home, tmp_path):
     imported(home, tmp_path, 12, 3)
     # the truth: which runs used which model, from the usage streams (SQL)
-    used = sql("SELECT model, count(DISTINCT run_id) AS runs FROM usage_streams_v GROUP BY model")
+    report_json("daily", "--db", db_url)  # (prices the runs)
+    used = sql("SELECT model, count(DISTINCT run_id) AS runs FROM usage_streams_v GROUP BY model", db_url)
     truth = {r["model"]: r["runs"] for r in used}
     for kind in ("run", "session"):
-        doc, _ = report_json(kind, "--tz", "UTC", "--breakdown")
+        doc, _ = report_json(kind, "--tz", "UTC", "--breakdown", "--db", db_url)
         for row in doc["rows"]:
             assert {m["runs"] for m in row["models"]} == {1}, (kind, row["key"])
-    doc, _ = report_json("harness", "--tz", "UTC", "--breakdown")
+    doc, _ = report_json("harness", "--tz", "UTC", "--breakdown", "--db", db_url)
     assert {m["model"]: m["runs"] for m in doc["rows"][0]["models"]} == truth
     assert {m["model"]: m["runs"] for m in doc["totals"].get("models", doc["rows"][0]["models"])} == truth
     # a day: the runs that spent on it with that model (a session on each day it spent)
     day_truth: dict[tuple[str, str], int] = {}
-    for r in sql("SELECT substr(spent_at, 1, 10) AS day, model, count(DISTINCT run_id) AS runs "
-                 "FROM model_costs_v GROUP BY 1, 2"):
+    day = "substr(spent_at, 1, 10)" if db_url.startswith("sqlite") else "to_char(spent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+    for r in sql(f"SELECT {day} AS day, model, count(DISTINCT run_id) AS runs FROM model_costs_v GROUP BY 1, 2",
+                 db_url):
         day_truth[(r["day"], r["model"])] = r["runs"]
-    daily, _ = report_json("daily", "--tz", "UTC", "--breakdown")
+    daily, _ = report_json("daily", "--tz", "UTC", "--breakdown", "--db", db_url)
     assert {(row["key"], m["model"]): m["runs"] for row in daily["rows"] for m in row["models"]} == day_truth
 
 
