@@ -23,6 +23,7 @@ from ledger.index.rawread import Conn, wrap
 from ledger.plainclass import FrozenPlain, Plain
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
+from ledger.report.schema import START_KEY
 from ledger.report.kinds import (
     ESTIMATED, EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, REPORTED, SLOT_SECONDS, TOKEN_COLUMNS, VERDICT_FACTS,
     known_outcome,
@@ -231,6 +232,8 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
     if q.breakdown:
         models = []
         for m, mv in agg.models.items():
+            if m == START_KEY:  # (a session's start row: no model spent there)
+                continue
             mv = [_num(x) for x in mv]
             rows = mv[M_ROWS] or 0
             md: dict[str, Any] = {"model": m, "runs": rows}
@@ -707,7 +710,7 @@ class _Collector:
                 agg = groups[k] = Agg()
             agg.add(row, base)
             if breakdown:
-                agg.add_model(row[1] if model_of is None else model_of(row[1]), row, mbase)
+                agg.add_model(_none_if_empty(row[1]) if model_of is None else model_of(row[1]), row, mbase)
             if verdicts:
                 agg.add_verdicts(row, vbase)
             if self.n_extra:
@@ -811,7 +814,7 @@ def _count_runs(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg
     f = FACTS
     run_cost, model_cost = _cost_columns(q)
     key = "NULL" if q.kind == "task" else (f"{f}.created_s" if q.is_time else _key_column(q, SLOT_SECONDS))
-    cols = [key, f"{f}.model", f"{f}.home_id", f"{f}.run_id", f"{f}.piece",
+    cols = [key, f"{f}.model_key", f"{f}.home_id", f"{f}.run_id", f"{f}.piece",
             f"CASE WHEN {f}.piece = 1 AND {run_cost} IS NULL THEN 1 ELSE 0 END",
             f"CASE WHEN {model_cost} IS NULL THEN 1 ELSE 0 END"]
     source = (f"log_sessions AS counted CROSS JOIN {f}")  # (SQLite keeps the order: the facts' run index)
@@ -835,6 +838,7 @@ def _count_runs(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg
     # unknown one], and per model [rows, unknown rows, runs, runs with an unknown row]
     seen: dict[Any, list[Any]] = {}
     for k, model, home, rid, piece, unknown_piece, unknown_row in rows:
+        model = _none_if_empty(model)
         if q.kind == "task":
             k = keys.get((home, rid), rid)
         elif key_of is not None:
@@ -955,12 +959,12 @@ def _collect_served(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
     else:
         bases = f"{_basis_literal(q)} AS bmin, {_basis_literal(q)} AS bmax"
     inner = _select(
-        [f"{f}.model AS model", f"{f}.home_id AS home_id", f"{f}.run_id AS run_id",
+        [f"{f}.model_key AS model", f"{f}.home_id AS home_id", f"{f}.run_id AS run_id",
          *(f"sum({f}.{n}) AS {n}" for n in TOKENS),
          f"CASE WHEN count({cost}) = count(*) THEN sum({cost}) END AS known",
          f"CASE WHEN count({cost}) < count(*) AND (count({cost}) > 0 OR count({part}) > 0) "
          f"THEN coalesce(sum({cost}), 0) + coalesce(sum({part}), 0) END AS part", bases],
-        f, conds, [f"{f}.model", f"{f}.home_id", f"{f}.run_id"])
+        f, [*conds, Sql(f"{f}.model_key <> ?", (START_KEY,))], [f"{f}.model_key", f"{f}.home_id", f"{f}.run_id"])
     r = "served_run"
     cols = ["m.model", "count(*)", *(f"sum(m.{n})" for n in TOKENS), "sum(m.known)", "count(m.known)",
             "min(m.bmin)", "max(m.bmax)", *(f"sum({r}.{n})" for n in ("failed", "interrupted", "abandoned",
@@ -969,7 +973,7 @@ def _collect_served(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
     stmt = Sql(f"SELECT {', '.join(cols)} FROM ({inner.text}) AS m JOIN {f} AS {r} ON {r}.home_id = m.home_id "
                f"AND {r}.run_id = m.run_id AND {r}.first = 1 GROUP BY m.model", inner.params)
     col = _Collector(_Served(q))  # type: ignore[arg-type]
-    rows = _rows(c, stmt)
+    rows = [(_none_if_empty(r[0]), *r[1:]) for r in _rows(c, stmt)]
     col.add(rows)
     col.q = q
     if q.breakdown:  # (a row holds one model: its breakdown is itself)
@@ -1034,9 +1038,9 @@ def _facts_stmt(q: ReportQuery, conds: list[Sql], slot_size: int = SLOT_SECONDS,
     key = f"{f}.home_id" if per_run else _key_column(q, slot_size)
     group = [f"{f}.home_id", f"{f}.run_id"] if per_run or q.kind == "run" else [key]
     cols = [key]
-    if q.breakdown:
-        cols.append(f"{f}.model")
-        group.append(f"{f}.model")
+    if q.breakdown:  # (by model_key: a session's start row, START_KEY, is no model's)
+        cols.append(f"{f}.model_key")
+        group.append(f"{f}.model_key")
     cols += _run_aggregates(q)
     if q.breakdown:
         cols += _model_aggregates(q)
@@ -1162,8 +1166,8 @@ def _collect_top(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
 def _totals_models(c: Conn, q: ReportQuery, conds: list[Sql], totals: Agg) -> None:
     """The totals' per-model vectors (--breakdown) over the matching facts."""
     f = FACTS
-    for row in _rows(c, _select([f"{f}.model", *_model_aggregates(q)], f, conds, [f"{f}.model"])):
-        totals.add_model(row[0], row, 1)
+    for row in _rows(c, _select([f"{f}.model_key", *_model_aggregates(q)], f, conds, [f"{f}.model_key"])):
+        totals.add_model(_none_if_empty(row[0]), row, 1)
 
 
 def _key_in(col: str, keys: Sequence[Any]) -> Sql:

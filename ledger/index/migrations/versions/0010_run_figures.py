@@ -8,7 +8,9 @@ Claude Code sessions). It now sums the run's pieces: a run's cost is known when 
 piece's is (else NULL, basis `unknown`), its basis the pieces' bases combined.
 `model_costs_v` keeps its columns and appends `spent_at`: the UTC start of the 15-minute
 slot the row's usage was spent in (a run record: its start's slot), so that costs per day
-can be summed as `ledger report daily` charges them (a session on every day it spent).
+can be summed as `ledger report daily` charges them (a session on every day it spent), and
+leaves out the row that marks an imported session's start when its first response came later
+(model_key `(start)`: no usage, no model; ledger.report.schema.START_KEY).
 
 Revision ID: 0010_run_figures
 Revises: 0009_report_rollups
@@ -60,6 +62,7 @@ MODEL_COSTS_V = """
     JOIN runs r ON r.home_id = f.home_id AND r.run_id = f.run_id
     JOIN homes h ON h.home_id = f.home_id
     LEFT JOIN report_state s ON s.key = 'price_version'
+    WHERE f.model_key <> '(start)'
 """
 _ROW_BASIS = """CASE WHEN f.cost_auto IS NULL THEN 'unknown' WHEN f.basis_auto = 1 THEN 'reported'
                  WHEN f.basis_auto = 2 THEN 'estimated' ELSE 'mixed' END"""
@@ -100,5 +103,5 @@ def downgrade() -> None:
     op.execute("DROP VIEW IF EXISTS run_costs_v")
     op.execute("DROP VIEW IF EXISTS model_costs_v")
     op.execute("CREATE VIEW run_costs_v AS " + _OLD_RUN_COSTS_V.format(basis=_OLD_ROW_BASIS))
-    op.execute("CREATE VIEW model_costs_v AS "
-               + MODEL_COSTS_V.replace(", {spent} AS spent_at", "").format(basis=_ROW_BASIS))
+    op.execute("CREATE VIEW model_costs_v AS " + MODEL_COSTS_V.replace(", {spent} AS spent_at", "").replace(
+        "    WHERE f.model_key <> '(start)'\n", "").format(basis=_ROW_BASIS))
