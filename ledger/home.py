@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None, env: os._Environ[str] | dict[str, str] | None = None) -> Path:
@@ -33,6 +33,16 @@ HOME_HINT = ("record a run with `ledger run -- CMD` (it creates the home), or po
              "at an existing ledger home")
 
 
+def missing_home_hint(agent_logs: Sequence[str] = ()) -> str:
+    """The hint for a home that does not exist. On a machine with agent logs (`agent_logs`:
+    the clients' names, ledger.sources.archive.clients_with_logs) the first step is `ledger
+    import`, which creates the home from them."""
+    if not agent_logs:
+        return HOME_HINT
+    return (f"this machine has {' and '.join(agent_logs)} logs: `ledger import` archives them into a new home "
+            "(then `ledger report`); or " + HOME_HINT)
+
+
 def home_problem(home: str | os.PathLike[str]) -> str | None:
     """Why `home` cannot be read as a ledger home, or None: "missing", "not a directory",
     unreadable, or "not a ledger home" (a non-empty directory without any HOME_MARKERS)."""
@@ -56,13 +66,14 @@ def home_problem(home: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def check_home(home: str | os.PathLike[str]) -> None:
-    """Raise LedgerError (with the hint) unless `home` can be read as a ledger home."""
+def check_home(home: str | os.PathLike[str], missing_hint: Callable[[], str] | None = None) -> None:
+    """Raise LedgerError (with the hint) unless `home` can be read as a ledger home
+    (`missing_hint`: the hint of a home that does not exist, asked only then)."""
     from ledger.errors import LedgerError
 
     why = home_problem(home)
     if why == "missing":
-        raise LedgerError(f"no ledger home at {home}", hint=HOME_HINT)
+        raise LedgerError(f"no ledger home at {home}", hint=missing_hint() if missing_hint else HOME_HINT)
     if why is not None:
         raise LedgerError(f"the ledger home {home} is {why}", hint=HOME_HINT)
 

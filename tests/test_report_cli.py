@@ -79,11 +79,18 @@ def test_runs_from_real_client_streams_match_their_own_totals(home, db_url):
     assert daily["totals"]["cost_basis"] == "mixed"  # reported Claude receipts + the Codex estimate
     assert daily["totals"]["failed"] == 1            # error_max_turns is not a success
     assert daily["pricing"]["price_data"] == price_data_version() == "genai-prices 0.2.3"
-    # per model, with the subagent's haiku as its own row under the Claude group
+    # per model that served the usage (issue 25): the subagent's haiku is its own row, its
+    # run also in sonnet's; the rows' tokens add up to the totals', the runs to more
     models, _ = report_json("model", "--breakdown", "--db", db_url)
-    sonnet = next(r for r in models["rows"] if r["key"] == "claude-sonnet-4-5")
-    assert {m["model"] for m in sonnet["models"]} == {"claude-sonnet-4-5", "claude-haiku-5-5"}
-    assert sum(m["input_tokens"] for m in sonnet["models"]) == sonnet["input_tokens"]
+    by = {r["key"]: r for r in models["rows"]}
+    assert {"claude-sonnet-4-5", "claude-haiku-5-5"} <= set(by)
+    assert by["claude-haiku-5-5"]["runs"] == 1 and by["claude-haiku-5-5"]["input_tokens"] == 400
+    assert sum(r["input_tokens"] for r in models["rows"]) == models["totals"]["input_tokens"]
+    assert sum(r["runs"] for r in models["rows"]) > models["totals"]["runs"] == 5
+    # --breakdown under the Claude harness still shows both models of the one run
+    harness, _ = report_json("harness", "--breakdown", "--db", db_url)
+    claude = next(r for r in harness["rows"] if r["key"] == "claude")
+    assert {"claude-sonnet-4-5", "claude-haiku-5-5"} <= {m["model"] for m in claude["models"]}
 
 
 def test_time_zones_dst_and_inclusive_ranges(home, db_url):

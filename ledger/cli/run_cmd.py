@@ -233,11 +233,11 @@ def summary_line(result: Any) -> str:
     if result.outcome == "failed" or (result.exit_code and not result.stop_reason):
         parts.append(f"exit {result.exit_code}")  # (a stop's code is implied: 124, 125, 128+N)
     if result.evidence != "not_applicable":  # (recorded as a plain command: no usage to show)
-        t = result.tokens
-        inp = t.get("total_input_tokens") if t.get("total_input_tokens") is not None else t.get("input_tokens")
-        parts.append(f"in {_fmt_tokens(inp)} out {_fmt_tokens(t.get('output_tokens'))}")
+        t = result.tokens  # (uncached input, as `ledger runs` and the reports count it)
+        parts.append(f"in {_fmt_tokens(t.get('input_tokens'))} out {_fmt_tokens(t.get('output_tokens'))}")
         if result.cost_usd is not None:
-            parts.append(f"${result.cost_usd:.4f}" + (" est" if result.cost_basis == "estimated" else ""))
+            mark = {"estimated": " est", "mixed": " mix"}.get(result.cost_basis or "", "")
+            parts.append(f"${result.cost_usd:.4f}{mark}")
         else:
             parts.append("cost unknown")
     head = f"ledger: {result.run_id[:SHORT_ID]} {result.outcome}"

@@ -7,9 +7,11 @@ from typing import Annotated
 from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
 from ledger.cli.params import Argument, Option
 
+# cost_usd / cost_basis: the run's cost as `ledger report run` has it (cost auto; issue 26)
 RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects",
                "ok", "error_kind", "error_detail", "skill_invoked",  # (the verdict: issue 14)
-               "exit_code", "command")  # (issue 12)
+               "exit_code", "command",  # (issue 12)
+               "cost_basis")
 # an error kind the outcome already says: not repeated in the table's outcome cell
 IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (None, "abandoned")}
 
@@ -22,6 +24,11 @@ TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "exit", "
 DROP_FIRST = (10, 2, 12, 5, 11, 6, 3, 7, 8, 1)
 COMMAND = 12
 COMMAND_MIN = 12  # a command cut shorter than this says little: hidden instead
+
+
+# the cost basis in the table after the cost, short (the reports' words: `--json` / `--csv` and `ledger show`)
+BASIS_SHORT = {"reported": "rep", "estimated": "est", "mixed": "mix", "partial": "part", "unknown": "unk",
+               "not_applicable": "n/a"}
 
 
 def _short(row: list) -> list:
@@ -41,6 +48,10 @@ def _short(row: list) -> list:
             row[i] = f"{row[i]:,}"
     if isinstance(row[8], (int, float)):
         row[8] = f"{row[8]:,.4f}"
+    if row[8] is None and row[18] is not None:  # partly known: the known part, as the reports mark it
+        row[8] = f"≥{row[18]:,.4f}"
+    if row[8] is not None and row[17] is not None:  # with its basis (the cost the reports use: auto)
+        row[8] = f"{row[8]} {BASIS_SHORT.get(row[17], row[17])}"
     del row[11:]  # (the verdict's columns: shown in the outcome cell)
     del row[5]
     return row
@@ -50,7 +61,7 @@ def _table_row(d: dict) -> list:
     """A row of the human table: `_short(_row(d))` with the exit code and the duration after
     the outcome and the command last (the CSV keeps RUN_COLUMNS: started and ended are in
     --json)."""
-    row = _short(_row(d))
+    row = _short(_row(d) + [d.get("cost_usd_known")])
     row[5:5] = [d.get("exit_code"), _duration(d.get("started"), d.get("ended"))]
     row.append(d.get("command"))
     return row
@@ -125,9 +136,9 @@ def _named(home):
 def _row(d: dict) -> list:
     u = d["usage"]
     return [d["id"], d["started"], d["harness"], d["model"], d["outcome"], d["state"],
-            u["input_tokens"], u["output_tokens"], u["cost_usd"], d["evidence_gaps"], " ".join(d["subjects"]),
+            u["input_tokens"], u["output_tokens"], d.get("cost_usd"), d["evidence_gaps"], " ".join(d["subjects"]),
             d.get("ok"), d.get("error_kind"), d.get("error_detail"), d.get("skill_invoked"), d.get("exit_code"),
-            d.get("command")]
+            d.get("command"), d.get("cost_basis")]
 
 
 @handle_errors
@@ -167,6 +178,10 @@ def runs(
         print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
     else:
         title = _title(len(chosen))
+        if not chosen and sel.in_all:
+            from ledger.records.selection import RECENT_DAYS
+
+            title = f"0 runs in the last {RECENT_DAYS} days ({sel.in_all:,} in all: --all)"
         if sel.hidden:
             title = f"{len(chosen):,} of {len(chosen) + sel.hidden:,} runs (--limit N or --all for more)"
         from ledger.cli.common import data_console
@@ -224,6 +239,7 @@ def _print_detail(detail: dict, events: bool) -> None:
     field("duration", _duration(detail.get("started"), detail.get("ended")))
     field("subjects", " ".join(detail["subjects"]))
     field("usage", ", ".join(f"{k}={v}" for k, v in detail["usage"].items() if v is not None))
+    field("cost", _cost_text(detail))
     # per-model streams, attempts and tools: what --json has, in lines people read
     for st in detail.get("streams", ()):
         counters = st.get("counters") or {}
@@ -251,13 +267,26 @@ def _print_detail(detail: dict, events: bool) -> None:
             c.print(shown(jsonio.dumps_compact(ev).decode()), soft_wrap=True)
 
 
+def _cost_text(d: dict) -> str:
+    """The run's cost as the reports have it, with its basis: `$0.0123 (reported)`, `≥$0.0020
+    (partial)` (the known part), `— (unknown)`."""
+    basis = d.get("cost_basis")
+    if basis is None:
+        return "—"
+    if d.get("cost_usd") is not None:
+        return f"${d['cost_usd']:,.4f} ({basis})"
+    if d.get("cost_usd_known") is not None:
+        return f"≥${d['cost_usd_known']:,.4f} ({basis})"
+    return f"— ({basis.replace('_', ' ')})"
+
+
 STREAM_COUNTERS = (("input_tokens", "in"), ("output_tokens", "out"), ("cache_read_tokens", "cache read"),
                    ("cache_write_tokens", "cache write"), ("cache_write_5m_tokens", "cache write 5m"),
                    ("cache_write_1h_tokens", "cache write 1h"), ("reasoning_tokens", "reasoning"))
 
 
 def _duration(started: str | None, ended: str | None) -> str | None:
-    """ended - started, for people (`1m 05.2s`); None when either end is unknown."""
+    """ended - started, for people (`9.5s`, `1m 05.2s`, `66h 53m`); None when either end is unknown."""
     from datetime import datetime
 
     try:
@@ -267,6 +296,9 @@ def _duration(started: str | None, ended: str | None) -> str | None:
         return None
     if secs < 0:
         return None
+    if secs >= 3600:  # hours and minutes, as `ledger run` says it (a session of days: `66h 53m`)
+        m = int(secs // 60)
+        return f"{m // 60}h {m % 60:02d}m"
     minutes, rest = divmod(secs, 60)
     return f"{int(minutes)}m {rest:04.1f}s" if minutes else f"{rest:.1f}s"
 

@@ -29,7 +29,9 @@ def verify(
     from ledger.verify import check_home, verify_archive, verify_home, verify_run
 
     h = resolve_home(home)
-    check_home(h)
+    from ledger.sources.archive import missing_home_hint
+
+    check_home(h, missing_home_hint)
     verdicts = [verify_run(resolve_selector(h, run))] if run else list(verify_home(h))
     bad = [v for v in verdicts if not v.ok]
     shards = sum(v.shard for v in verdicts)  # a symlinked shard is a problem, not a run

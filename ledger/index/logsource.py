@@ -47,10 +47,12 @@ from ledger.index.models import LogSession, LogState, Run, ToolUse, UsageStream
 from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
+from ledger.records.verdict import judge_session
 from ledger.sources.archive import CHANGED_FILE, LINK_REASON, PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
 
 STATE_V = 1
-PROJECTION_V = 3  # part of every session's fingerprint: a change to the rows below rewrites them all
+PROJECTION_V = 4  # part of every session's fingerprint: a change to the rows below rewrites them all
+# (4: `path` names the archive file as it is on disk, `.jsonl.zst`; a settled session has a verdict)
 # (3: runs.tool_calls and the tool results)
 SOURCES_DIR = "sources"
 ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
@@ -495,6 +497,8 @@ class LogPass:
         for rid, s, fp in write:
             linked = links.get(s.sid)
             main = min(s.files, key=lambda f: ("/subagents/" in f, len(f), f)) if s.files else None
+            if main is not None and main + ZSTD_SUFFIX in files:  # (the archive file's own name)
+                main += ZSTD_SUFFIX
             logs.append({"home_id": h, "row_id": rid, "source": src.name, "provider_session_id": s.sid,
                          "linked_run_id": linked, "files": len(s.files),
                          "path": f"{SOURCES_DIR}/{src.client}/{main}" if main else None,
@@ -553,6 +557,7 @@ class LogPass:
             "harness": src.spec.harness, "model": model, "surface": s.surface, "source": src.name,
             "repo": s.repo, "worktree": None, "skill": None, "cwd": s.cwd, "host": None, "boot_id": None,
             "launcher_pid": None, "launcher_start_ticks": None, "outcome": None, "settled": True,
+            **judge_session(gaps)._asdict(),
             "state": "settled", "evidence_gaps": gaps, "usage_gaps": 0, "record_rewrites": 0,
             "streams": len(st_rows), "final_streams": sum(1 for r in st_rows if r["final_receipt"]),
             **{c: totals.get(c) for c in _RUN_COUNTERS}, "total_input_tokens": None, "peak_input_tokens": None,

@@ -25,7 +25,7 @@ from ledger.index.rawread import Conn, boolean, utc_text, wrap
 from ledger.records.fold import new_state, stream_totals
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
-from ledger.records.model import INT_COUNTERS, RunSnapshot, Subject, UsageTotals
+from ledger.records.model import ALL_INT_COUNTERS, INT_COUNTERS, RunSnapshot, Subject, UsageStreamTotals, UsageTotals
 from ledger.records.reader import unreadable_snapshot
 from ledger.records.selection import RECENT_DAYS
 from ledger.records.verdict import Verdict, judge
@@ -215,16 +215,35 @@ def resolve(conn: Any, home_id: int | None, selector: str) -> str:
     return run_id
 
 
+_STREAM_COLS = ("stream_id", "provider", "model", "attempt_key", "turn_key", "observations", "final_receipt",
+                *ALL_INT_COUNTERS, "cost_usd")
+
+
+def _stream_rows(c: Conn, home_id: int, run_id: str) -> list[UsageStreamTotals]:
+    """An imported session's usage streams (one per model and 15-minute slot, `<model>@<slot>`),
+    as `usage.streams` counts them."""
+    out = []
+    for values in c.rows(f"SELECT {', '.join(_STREAM_COLS)} FROM usage_streams WHERE home_id = ? AND run_id = ? "
+                         "ORDER BY stream_id", (home_id, run_id)):
+        d = dict(zip(_STREAM_COLS, values))
+        out.append(UsageStreamTotals(
+            stream_id=d["stream_id"], provider=d["provider"], model=d["model"], attempt_key=d["attempt_key"],
+            turn_key=d["turn_key"], observations=d["observations"], final_receipt=bool(boolean(d["final_receipt"])),
+            counters={k: d[k] for k in ALL_INT_COUNTERS}, cost_usd=d["cost_usd"]))
+    return out
+
+
 def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     """The full snapshot of one run (streams, attempts, tool uses from the stored fold state)."""
     c = wrap(conn)
     run_id = resolve(c, home_id, selector)
     r = _row(c.rows(f"{_SELECT} WHERE home_id = ? AND run_id = ?", (home_id, run_id))[0])
     snap = _snapshot(r, _subjects(c, home_id, " AND run_id = ?", (run_id,)).get(run_id, []))
-    if snap.source != "record":  # an imported session: its tool uses are rows (no fold state)
+    if snap.source != "record":  # an imported session: its tool uses and streams are rows (no fold state)
         snap.tool_uses = {name: n for name, n in c.rows(
             "SELECT tool_name, uses FROM tool_uses WHERE home_id = ? AND run_id = ? ORDER BY tool_name",
             (home_id, run_id))}
+        snap.streams = _stream_rows(c, home_id, run_id)
         return snap
     (raw,) = c.rows("SELECT fold_state FROM index_cursors WHERE home_id = ? AND run_id = ?", (home_id, run_id))[0]
     state = orjson.loads(raw) if raw is not None else new_state()  # (None: to be re-read, migration 0004)

@@ -616,8 +616,14 @@ class Launcher:
         except OSError as exc:  # the agent's exit status still wins; say what was not kept
             sys.stderr.write(f"ledger: could not settle run {capture.run_id} ({exc.strerror or exc}); "
                              "it will read as abandoned\n")
+        # the run's model as `ledger runs` reads it from the record (records.fold.run_model: the
+        # launch's, else the one its usage streams name most)
+        from ledger.records.fold import run_model
+
+        model = run_model(self.model, {"streams": {f"{t}/{m}": {"model": b.model, "c": b.counters}
+                                                   for (t, m), b in adapter.books.items()}})
         return RunResult(
-            run_id=capture.run_id, path=os.fspath(capture.path), harness=self.harness, model=self.model,
+            run_id=capture.run_id, path=os.fspath(capture.path), harness=self.harness, model=model,
             outcome=outcome, exit_code=exit_code, returncode=rc, stop_reason=stop_reason, duration_secs=duration,
             evidence=evidence, evidence_reasons=[red.text(r) for r in reasons],
             tokens={k: tokens.get(k) for k in TOKEN_KEYS}, cost_usd=cost_usd, cost_basis=cost_basis,

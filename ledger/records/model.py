@@ -174,6 +174,9 @@ class RunSnapshot:
     # and its exit code; None: not known (no result event, an imported session)
     command: str | None = None
     exit_code: int | None = None
+    # the run's cost as `ledger report run` has it (cost auto: ledger.report.aggregate.run_rows;
+    # the records path: ledger.views.record_cost): {cost_usd, cost_basis, cost_usd_known}
+    cost: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -188,6 +191,7 @@ class RunSnapshot:
             "started": self.started,
             "ended": self.ended,
             "usage": self.usage.to_dict(),
+            **(self.cost or {"cost_usd": None, "cost_basis": None, "cost_usd_known": None}),
             "evidence_gaps": self.evidence_gaps,
             "harness": self.harness,
             "model": self.model,

@@ -57,6 +57,9 @@ class Selection:
     runs: list[RunSnapshot]
     hidden: int = 0  # runs of the window left out by the limit
     filters: RunFilter = field(default_factory=RunFilter)
+    # the default window showed none: how many runs (matching the filters) there are in all
+    # (`ledger runs` then says `0 runs in the last 7 days (53 in all: --all)`); None: not asked
+    in_all: int | None = None
 
 
 def select(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = None,
@@ -77,6 +80,12 @@ def select(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = 
     extra = [] if since is not None else [s for s in ordered if s.state != "settled" and s.id not in chosen]
     runs = sorted(recent + extra, key=lambda s: (s.started or "", s.id), reverse=True)
     return Selection(runs, len(window) - len(recent), f)
+
+
+def count_all(snapshots: Iterable[RunSnapshot], filters: RunFilter | None = None) -> int:
+    """How many runs `--all` would list with these filters (no limit)."""
+    f = filters or RunFilter()
+    return sum(1 for s in snapshots if f.matches(s))
 
 
 def select_runs(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = None) -> list[RunSnapshot]:

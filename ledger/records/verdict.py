@@ -87,6 +87,15 @@ def judge(*, state: str, outcome: str | None, result: dict[str, Any] | None, evi
     return OK
 
 
+def judge_session(evidence_gaps: int) -> Verdict:
+    """The verdict of a session imported from an agent's own log (settled: the log is the
+    evidence, it states no outcome and ledger did not launch it): ok, unless its archive has
+    evidence gaps (a rewritten log's new generation), then `evidence-unverified` (rule 5)."""
+    if evidence_gaps > 0:
+        return Verdict(False, "evidence-unverified", f"{evidence_gaps} evidence gap(s) in the archived log")
+    return OK
+
+
 def tool_status(name: str, is_error: bool, content: Any) -> str:
     """The status of one tool result: error, semantic-error (MCP tools only) or ok."""
     if is_error:

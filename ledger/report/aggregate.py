@@ -23,6 +23,7 @@ from ledger.index.rawread import Conn, wrap
 from ledger.plainclass import FrozenPlain, Plain
 from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
+from ledger.report.schema import START_KEY
 from ledger.report.kinds import (
     ESTIMATED, EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, REPORTED, SLOT_SECONDS, TOKEN_COLUMNS, VERDICT_FACTS,
     known_outcome,
@@ -231,6 +232,8 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
     if q.breakdown:
         models = []
         for m, mv in agg.models.items():
+            if m == START_KEY:  # (a session's start row: no model spent there)
+                continue
             mv = [_num(x) for x in mv]
             rows = mv[M_ROWS] or 0
             md: dict[str, Any] = {"model": m, "runs": rows}
@@ -450,42 +453,80 @@ def _time_buckets(q: ReportQuery, c: Conn, table: str, conds: list[Sql]) -> tupl
     return (SLOT_SECONDS if buckets.slot >= SLOT_SECONDS else buckets.slot), buckets
 
 
-def _top_runs(q: ReportQuery, conds: list[Sql]) -> Sql:
-    """`report run --limit N`: the N runs to show, chosen in SQL (same order as _sort_rows)."""
+def _run_rank(q: ReportQuery) -> tuple[str, str]:
+    """(known cost, tokens) of a run over its fact rows (GROUP BY run): the sum of its pieces'
+    known figures (an imported session has one per slot it spent in; ledger.report.facts),
+    NULL when nothing is known, what _sort_rows ranks by; its tokens are on its first row."""
     f = FACTS
-    run_cost, _ = _cost_columns(q)
-    run_cost = f"coalesce({run_cost}, {f}.run_cost_{q.cost}_partial)"  # the known sum, like _sort_rows
+    cost, part = f"{f}.run_cost_{q.cost}", f"{f}.run_cost_{q.cost}_partial"
+    known = (f"CASE WHEN count({cost}) = 0 AND count({part}) = 0 THEN NULL "
+             f"ELSE coalesce(sum({cost}), 0) + coalesce(sum({part}), 0) END")
+    return known, f"coalesce(max({f}.run_total_tokens), -1)"
+
+
+def _top_runs(q: ReportQuery, conds: list[Sql]) -> Sql:
+    """`report run --limit N`: the N runs to show, chosen in SQL (same order as _sort_rows),
+    each ranked by its whole cost (every piece of it that matches)."""
+    f = FACTS
+    known, tokens = _run_rank(q)
     way = " DESC" if resolved_order(q) == "desc" else " ASC"
-    tokens = f"coalesce({f}.run_total_tokens, -1)"
-    order = [f"{run_cost} IS NULL", run_cost + way, tokens + way, f"{f}.run_id" + way]
-    return _select([f"{f}.home_id", f"{f}.run_id"], f, [Sql(f"{f}.first = 1"), *conds],
+    order = [f"{known} IS NULL", known + way, tokens + way, f"{f}.run_id" + way]
+    return _select([f"{f}.home_id", f"{f}.run_id"], f, conds, [f"{f}.home_id", f"{f}.run_id"],
                    tail=f" ORDER BY {', '.join(order)} LIMIT {min(int(q.limit or 0), 2**63 - 1)}")  # SQL integers end there
 
 
-def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> list[Sql]:
-    """`report run --limit N` (cost auto, no filter): a condition that keeps only the runs
-    whose known cost is at or past the N-th run's, read from the indexes on the run costs
-    (the fully known ones, and the known parts of the others) in their order. _top_runs then
-    orders those few as it would order them all. [] (every run is ranked) otherwise."""
+def _top_run_bound(c: Conn, q: ReportQuery, conds: list[Sql]) -> float | None:
+    """`report run --limit N` (cost auto, no filter, most expensive first): the N-th largest
+    known cost of the runs' first rows, read from the indexes on the run costs (the fully
+    known ones, and the known parts of the others) in their order; None (every run is
+    ranked) otherwise. A run's first row holds its whole cost unless it is an imported
+    session (one piece per slot: its whole cost is at least its first piece's), so no run
+    whose first row is below the bound can be among the first N but a session."""
     n = int(q.limit or 0)
-    if conds or q.cost != "auto" or not 0 < n <= 10_000:
-        return []
+    if conds or q.cost != "auto" or not 0 < n <= 10_000 or resolved_order(q) != "desc":
+        return None
     f = FACTS
-    desc = resolved_order(q) == "desc"
-    way = " DESC" if desc else " ASC"
     by_run: dict[tuple[int, str], float] = {}
     # (a run's known part is set only when its cost is not: the partial walk needs no test
     # of the cost, which would make SQLite read that index instead; the cost wins anyway)
     for col in (f"{f}.run_cost_auto_partial", f"{f}.run_cost_auto"):
         by_run.update(((h, rid), v) for h, rid, v in _rows(c, Sql(
             f"SELECT {f}.home_id, {f}.run_id, {col} FROM {f} WHERE {f}.first = 1 AND {col} IS NOT NULL "
-            f"ORDER BY {col}{way} LIMIT {n}")))
-    known = sorted(by_run.values(), reverse=desc)
+            f"ORDER BY {col} DESC LIMIT {n}")))
+    known = sorted(by_run.values(), reverse=True)
     if len(known) < n:  # fewer known costs than places: the unknown ones are ranked too
-        return []
-    bound, op = known[n - 1], (">=" if desc else "<=")
-    # (a superset of the runs whose known cost passes the bound: each side has its index)
-    return [Sql(f"({f}.run_cost_auto {op} ? OR {f}.run_cost_auto_partial {op} ?)", (bound, bound))]
+        return None
+    return known[n - 1]
+
+
+def _top_run_keys(c: Conn, q: ReportQuery, conds: list[Sql], fast: bool) -> list[tuple[int, str]]:
+    """The runs `report run --limit N` shows. Fast (cost auto, no filter): the runs whose
+    first row's known cost passes _top_run_bound (each side has its index), and every imported
+    session summed whole, ranked here as _sort_rows ranks them; else ranked in SQL."""
+    bound = _top_run_bound(c, q, conds) if fast else None
+    if bound is None:
+        return [tuple(k) for k in _rows(c, _top_runs(q, conds))]
+    f = FACTS
+    ranked: dict[tuple[int, str], tuple[Any, Any]] = {}
+    for h, rid, cost, part, tokens in _rows(c, Sql(
+            f"SELECT {f}.home_id, {f}.run_id, {f}.run_cost_auto, {f}.run_cost_auto_partial, {f}.run_total_tokens "
+            f"FROM {f} WHERE {f}.first = 1 AND ({f}.run_cost_auto >= ? OR {f}.run_cost_auto_partial >= ?)",
+            (bound, bound))):
+        ranked[(h, rid)] = (cost if cost is not None else part, tokens)
+    if _rows(c, Sql("SELECT 1 FROM log_sessions LIMIT 1")):
+        known, tokens = _run_rank(q)
+        for h, rid, k, t in _rows(c, Sql(
+                f"SELECT {f}.home_id, {f}.run_id, {known}, max({f}.run_total_tokens) FROM log_sessions AS ranked "
+                f"CROSS JOIN {f} WHERE ranked.linked_run_id IS NULL AND {f}.home_id = ranked.home_id AND "
+                f"{f}.run_id = ranked.row_id GROUP BY {f}.home_id, {f}.run_id")):
+            ranked[(h, rid)] = (k, t)
+
+    def by(item: tuple[tuple[int, str], tuple[Any, Any]]) -> tuple:
+        (h, rid), (k, t) = item
+        return (k is not None, round(_num(k), COST_DIGITS) if k is not None else 0.0,
+                _num(t) if t is not None else -1, rid)
+
+    return [key for key, _ in sorted(ranked.items(), key=by, reverse=True)[:int(q.limit or 0)]]
 
 
 def _group_key() -> str:
@@ -634,7 +675,9 @@ def _source(q: ReportQuery) -> str:
     used = {k for k, v in q.filters.items() if v}
     if q.is_time and not used:
         return "slots"
-    if q.kind in ("model", "harness") and used <= {"harness", "outcome"}:
+    if q.kind == "model":
+        return "served"
+    if q.kind == "harness" and used <= {"harness", "outcome"}:
         return "days"
     if (q.kind in GROUP_KINDS and not used and q.since is None and q.until is None and not q.breakdown
             and (not q.evaluation or q.kind in VALUE_KINDS)):
@@ -667,11 +710,15 @@ class _Collector:
                 agg = groups[k] = Agg()
             agg.add(row, base)
             if breakdown:
-                agg.add_model(row[1] if model_of is None else model_of(row[1]), row, mbase)
+                agg.add_model(_none_if_empty(row[1]) if model_of is None else model_of(row[1]), row, mbase)
             if verdicts:
                 agg.add_verdicts(row, vbase)
             if self.n_extra:
-                self.info[k] = list(row[-self.n_extra:])
+                extra, seen = list(row[-self.n_extra:]), self.info.get(k)
+                if seen is not None:  # (--breakdown: a run's rows per model; its fields are on the first)
+                    extra = [min(a, b) if i == 0 and a is not None and b is not None else (a if a is not None else b)
+                             for i, (a, b) in enumerate(zip(seen, extra))]
+                self.info[k] = extra
 
 
 def _none_if_empty(v: Any) -> Any:
@@ -696,6 +743,8 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
         col = collect_tasks(c, q, conds)
     elif source == "slots":
         col = _collect_slots(c, q, start, end)
+    elif q.kind == "model":  # (one way to answer it: by the model that served each response)
+        col = _collect_served(c, q, conds)
     elif source == "days":
         col = _collect_days(c, q, start, end)
     elif source == "groups" and (forced or _groups_built(c)):
@@ -708,9 +757,15 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     totals = Agg()
     if col.totals is not None:
         totals = col.totals
-    elif q.kind == "subject" or (q.kind == "run" and q.limit is not None):
-        # a run with several subjects is in several groups; --limit leaves runs out
+    elif q.kind in ("subject", "model") or (q.kind == "run" and q.limit is not None):
+        # a run with several subjects (models) is in several groups; --limit leaves runs out
         totals.add(_rows(c, _totals_stmt(q, start, end, conds))[0])
+        if q.kind == "model" and q.breakdown:
+            for agg in groups.values():
+                for m, mv in agg.models.items():
+                    totals.add_model(m, mv)
+        elif q.breakdown:  # the totals' models (every matching run's, each once)
+            _totals_models(c, q, conds, totals)
         if q.evaluation:  # (report_slots has no verdicts)
             totals.add_verdicts(_rows(c, _select(_verdict_aggregates(), FACTS, conds))[0], 0)
     else:
@@ -720,7 +775,122 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
         totals.medians = col.total_medians
     elif q.evaluation:
         _medians(c, q, conds, groups, totals)
+    _count_runs(c, q, conds, groups, totals)
     return _finish(q, groups, totals, c, conds, t0, col.info)
+
+
+def run_rows(conn: Any, home_id: int, run_ids: Sequence[str], cost: str = "auto") -> dict[str, dict[str, Any]]:
+    """The `report run` rows of these runs of one home (run_id -> row), as `ledger report run`
+    computes them: `ledger runs` / `show` print the same figures (one definition of a run's
+    cost, basis, tokens, start and duration). A run not in report_facts has no row."""
+    c = wrap(conn)
+    q = ReportQuery(kind="run", cost=cost)
+    out: dict[str, dict[str, Any]] = {}
+    ids = list(run_ids)
+    for i in range(0, len(ids), 500):
+        which = [keys_in([(home_id, rid) for rid in ids[i:i + 500]])]
+        col = _Collector(q, n_extra=len(_run_extra()))
+        col.add(_rows(c, _facts_stmt(q, which)))
+        _count_runs(c, q, which, col.groups, Agg())
+        for rid, agg in col.groups.items():
+            d = row_dict(rid, agg, q)
+            _run_fields(d, col.info[rid])
+            out[rid] = d
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# runs, not pieces: an imported session is stored as one piece per 15-minute slot it spent
+# in (ledger.report.facts); the sums over pieces are the run's, but a count of pieces is not
+# a count of runs. `_count_runs` turns the piece counts of every group (and of the totals)
+# into run counts: how many runs bear a cost, how many of them are not fully known, and per
+# model (--breakdown) how many runs used it and how many of those have its cost unknown.
+
+def _count_runs(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], totals: Agg) -> None:
+    """Piece counts -> run counts, in place. Only imported sessions have more than one piece
+    (a run record has one slot), so only their fact rows are read (none: nothing to do)."""
+    if not groups or not _rows(c, Sql("SELECT 1 FROM log_sessions LIMIT 1")):
+        return
+    f = FACTS
+    run_cost, model_cost = _cost_columns(q)
+    key = "NULL" if q.kind == "task" else (f"{f}.created_s" if q.is_time else _key_column(q, SLOT_SECONDS))
+    cols = [key, f"{f}.model_key", f"{f}.home_id", f"{f}.run_id", f"{f}.piece",
+            f"CASE WHEN {f}.piece = 1 AND {run_cost} IS NULL THEN 1 ELSE 0 END",
+            f"CASE WHEN {model_cost} IS NULL THEN 1 ELSE 0 END"]
+    source = (f"log_sessions AS counted CROSS JOIN {f}")  # (SQLite keeps the order: the facts' run index)
+    on = Sql(f"counted.linked_run_id IS NULL AND {f}.home_id = counted.home_id AND {f}.run_id = counted.row_id")
+    rows = _rows(c, _select(cols, source, [on, *conds]))
+    if not rows:
+        return
+    key_of: Any = None
+    if q.is_time:
+        lo, hi = min(int(r[0]) for r in rows), max(int(r[0]) for r in rows)
+        buckets = make_buckets(datetime.fromtimestamp(lo, timezone.utc), datetime.fromtimestamp(hi, timezone.utc),
+                               q.zone, q.kind, q.week_start)
+        key_of = buckets.label_of_epoch
+    elif q.kind == "task":
+        from ledger.report.tasks import task_keys
+
+        keys = task_keys(c)
+    elif q.kind == "model":
+        key_of = _none_if_empty
+    # per group (None: the totals): [pieces, unknown pieces, runs with a piece, runs with an
+    # unknown one], and per model [rows, unknown rows, runs, runs with an unknown row]
+    seen: dict[Any, list[Any]] = {}
+    for k, model, home, rid, piece, unknown_piece, unknown_row in rows:
+        model = _none_if_empty(model)
+        if q.kind == "task":
+            k = keys.get((home, rid), rid)
+        elif key_of is not None:
+            k = key_of(int(k) if q.is_time else k)
+        run = (home, rid)
+        for g in ((k, True), (None, False)):
+            acc = seen.get(g)
+            if acc is None:
+                acc = seen[g] = [0, 0, set(), set(), {}]
+            acc[0] += piece
+            acc[1] += unknown_piece
+            if piece:
+                acc[2].add(run)
+            if unknown_piece:
+                acc[3].add(run)
+            m = acc[4].get(model)
+            if m is None:
+                m = acc[4][model] = [0, 0, set(), set()]
+            m[0] += 1
+            m[1] += unknown_row
+            m[2].add(run)
+            if unknown_row:
+                m[3].add(run)
+    for (k, grouped), acc in seen.items():
+        if grouped and q.kind == "model":
+            continue  # (_collect_served counts runs, not pieces)
+        agg = groups.get(k) if grouped else totals
+        if agg is not None:
+            _recount(agg, acc)
+
+
+def _recount(agg: Agg, acc: list[Any]) -> None:
+    """One group's counts of pieces replaced by counts of runs (see _count_runs)."""
+    v = agg.v
+    pieces, unknown = _num(v[PIECES]) or 0, (_num(v[PIECES]) or 0) - (_num(v[COST_N]) or 0)
+    runs = pieces - acc[0] + len(acc[2])
+    unmeasured = unknown - acc[1] + len(acc[3])
+    v[PIECES], v[COST_N] = runs, runs - unmeasured
+    if runs - unmeasured == 0 and v[COST] is not None:  # no run fully known: every known figure is a part
+        v[PART] = _num(v[COST]) + (_num(v[PART]) or 0)
+        v[COST] = None
+    for model, (rows, unknown_rows, used, unknown_runs) in acc[4].items():
+        mv = agg.models.get(model)
+        if mv is None:
+            continue
+        n, bad = _num(mv[M_ROWS]) or 0, (_num(mv[M_ROWS]) or 0) - (_num(mv[M_COST_N]) or 0)
+        n2 = n - rows + len(used)
+        bad2 = bad - unknown_rows + len(unknown_runs)
+        mv[M_ROWS], mv[M_COST_N] = n2, n2 - bad2
+        if n2 - bad2 == 0 and mv[M_COST] is not None:
+            mv[M_PART] = _num(mv[M_COST]) + (_num(mv[M_PART]) or 0)
+            mv[M_COST] = None
 
 
 def _totals_stmt(q: ReportQuery, start: int | None, end: int | None, conds: list[Sql]) -> Sql:
@@ -776,6 +946,52 @@ def _collect_slots(c: Conn, q: ReportQuery, start: int | None, end: int | None) 
     return col
 
 
+def _collect_served(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
+    """`report model`: usage grouped by the model that served it (issue 25). A run that used
+    two models is in both rows, each with that model's tokens and cost; its run-level figures
+    (outcome, gaps, no usage) in each (the totals count it once). Per (model, run) first, from
+    its fact rows (an imported session has one per slot), then per model; a model's cost in a
+    run is known when every one of its rows' is."""
+    f = FACTS
+    cost, part = f"{f}.cost_{q.cost}", f"{f}.cost_{q.cost}_partial"
+    if q.cost == "auto":
+        bases = f"min({f}.basis_auto) AS bmin, max({f}.basis_auto) AS bmax"
+    else:
+        bases = f"{_basis_literal(q)} AS bmin, {_basis_literal(q)} AS bmax"
+    inner = _select(
+        [f"{f}.model_key AS model", f"{f}.home_id AS home_id", f"{f}.run_id AS run_id",
+         *(f"sum({f}.{n}) AS {n}" for n in TOKENS),
+         f"CASE WHEN count({cost}) = count(*) THEN sum({cost}) END AS known",
+         f"CASE WHEN count({cost}) < count(*) AND (count({cost}) > 0 OR count({part}) > 0) "
+         f"THEN coalesce(sum({cost}), 0) + coalesce(sum({part}), 0) END AS part", bases],
+        f, [*conds, Sql(f"{f}.model_key <> ?", (START_KEY,))], [f"{f}.model_key", f"{f}.home_id", f"{f}.run_id"])
+    r = "served_run"
+    cols = ["m.model", "count(*)", *(f"sum(m.{n})" for n in TOKENS), "sum(m.known)", "count(m.known)",
+            "min(m.bmin)", "max(m.bmax)", *(f"sum({r}.{n})" for n in ("failed", "interrupted", "abandoned",
+                                                                        "unverified", "evidence_gaps", "no_usage")),
+            "sum(m.part)", f"sum({r}.piece)"]
+    stmt = Sql(f"SELECT {', '.join(cols)} FROM ({inner.text}) AS m JOIN {f} AS {r} ON {r}.home_id = m.home_id "
+               f"AND {r}.run_id = m.run_id AND {r}.first = 1 GROUP BY m.model", inner.params)
+    col = _Collector(_Served(q))  # type: ignore[arg-type]
+    rows = [(_none_if_empty(r[0]), *r[1:]) for r in _rows(c, stmt)]
+    col.add(rows)
+    col.q = q
+    if q.breakdown:  # (a row holds one model: its breakdown is itself)
+        for row in rows:
+            v = [_num(x) for x in row[1:]]
+            col.groups[row[0]].add_model(row[0], [v[RUNS], *v[IN:RS + 1], v[COST], v[COST_N], v[BMIN], v[BMAX],
+                                                  v[PART]])
+    return col
+
+
+class _Served:
+    """(The query as _Collector reads it for report model's rows: no --breakdown columns.)"""
+
+    def __init__(self, q: ReportQuery) -> None:
+        self.breakdown = False
+        self.evaluation = False
+
+
 def _collect_days(c: Conn, q: ReportQuery, start: int | None, end: int | None) -> _Collector:
     """`model` / `harness` reports: report_days for the whole UTC days of the range, the
     facts for the partial days at its ends."""
@@ -822,9 +1038,9 @@ def _facts_stmt(q: ReportQuery, conds: list[Sql], slot_size: int = SLOT_SECONDS,
     key = f"{f}.home_id" if per_run else _key_column(q, slot_size)
     group = [f"{f}.home_id", f"{f}.run_id"] if per_run or q.kind == "run" else [key]
     cols = [key]
-    if q.breakdown:
-        cols.append(f"{f}.model")
-        group.append(f"{f}.model")
+    if q.breakdown:  # (by model_key: a session's start row, START_KEY, is no model's)
+        cols.append(f"{f}.model_key")
+        group.append(f"{f}.model_key")
     cols += _run_aggregates(q)
     if q.breakdown:
         cols += _model_aggregates(q)
@@ -876,8 +1092,7 @@ def _collect_facts(c: Conn, q: ReportQuery, conds: list[Sql], fast: bool = True)
     col = _Collector(q, n_extra=len(_run_extra()) if q.kind == "run" else 0)
     if q.kind == "run" and q.limit is not None:
         # the top N runs first (one ordered scan of the first rows), then only their rows
-        bound = _top_run_bound(c, q, conds) if fast else []
-        keys = [tuple(k) for k in _rows(c, _top_runs(q, conds + bound))]
+        keys = _top_run_keys(c, q, conds, fast)
         if keys:
             col.add(_rows(c, _facts_stmt(q, [keys_in(keys)])))
         return col
@@ -944,10 +1159,15 @@ def _collect_top(c: Conn, q: ReportQuery, conds: list[Sql]) -> _Collector:
     if q.evaluation:
         totals.add_verdicts(_rows(c, _select(_verdict_aggregates(), FACTS, conds))[0], 0)
     if q.breakdown:  # the totals' models
-        f = FACTS
-        for row in _rows(c, _select([f"{f}.model", *_model_aggregates(q)], f, conds, [f"{f}.model"])):
-            totals.add_model(row[0], row, 1)
+        _totals_models(c, q, conds, totals)
     return col
+
+
+def _totals_models(c: Conn, q: ReportQuery, conds: list[Sql], totals: Agg) -> None:
+    """The totals' per-model vectors (--breakdown) over the matching facts."""
+    f = FACTS
+    for row in _rows(c, _select([f"{f}.model_key", *_model_aggregates(q)], f, conds, [f"{f}.model_key"])):
+        totals.add_model(_none_if_empty(row[0]), row, 1)
 
 
 def _key_in(col: str, keys: Sequence[Any]) -> Sql:
@@ -1107,9 +1327,7 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
     rows = [row_dict(k, agg, q) for k, agg in groups.items()]
     if q.kind == "run" and info:
         for d in rows:
-            created_s, harness, model, outcome, duration = info[d["key"]]
-            d["started"] = datetime.fromtimestamp(int(created_s), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            d.update({"harness": harness, "model": model, "outcome": outcome, "duration_ms": _num(duration)})
+            _run_fields(d, info[d["key"]])
     if q.kind == "task" and info:
         for d in rows:
             d.update(info[d["key"]])
@@ -1122,6 +1340,13 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
     tot.pop("key")
     pricing = _pricing(conn, q, conds, tot)
     return Report(query=q, rows=rows, totals=tot, pricing=pricing, seconds=time.perf_counter() - t0)
+
+
+def _run_fields(d: dict[str, Any], info: Sequence[Any]) -> None:
+    """A `report run` row's own fields (_run_extra): start, harness, model, outcome, duration."""
+    created_s, harness, model, outcome, duration = info
+    d["started"] = datetime.fromtimestamp(int(created_s), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    d.update({"harness": harness, "model": model, "outcome": outcome, "duration_ms": _num(duration)})
 
 
 def _home_labels(c: Conn, rows: list[dict[str, Any]]) -> None:

@@ -17,7 +17,7 @@ from ledger.records.costbasis import receipt_cost
 from ledger.report.buckets import epoch
 from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known
 from ledger.report.schema import (
-    CELL_KINDS, COUNTER_COLUMNS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, REPORTED, SLOT_SECONDS, SLOTS_PER_DAY,
+    CELL_KINDS, COUNTER_COLUMNS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, REPORTED, SLOT_SECONDS, SLOTS_PER_DAY, START_KEY,
     TOKEN_COLUMNS, VALUE_KINDS,
 )
 
@@ -47,8 +47,10 @@ def _default_estimator() -> Estimator:
 
 
 COMMAND_HARNESS = "command"
-# bumped when the facts' rules change (2: plain commands have no cost piece): a full rebuild
-FACT_RULES = "2"
+
+# bumped when the facts' rules change (2: plain commands have no cost piece; 3: an imported
+# session's first row is in the slot of its start, facts._start_row): a full rebuild
+FACT_RULES = "3"
 # bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole
 GROUP_RULES = "1"
 # report_state.group_rules while report_groups / report_group_days are not built: they serve
@@ -208,6 +210,9 @@ class FactBuilder:
         # carrying that slot's run-level costs (a day is charged what was spent that day);
         # a run record has one slot, so its one piece is its first row with the whole cost
         slots: dict[int, list[dict[str, Any]]] = {}
+        start = _start_row(per_model, created_slot)
+        if start is not None:
+            slots[created_slot] = [start]
         for m in per_model:
             slots.setdefault(m["slot"], []).append(m)
         out = []
@@ -228,6 +233,24 @@ class FactBuilder:
         if st.est_cost_usd is not None:
             return st.est_cost_usd, None
         return self._estimate(st.provider, st.model, _counters(st))
+
+
+def _start_row(per_model: Sequence[Mapping[str, Any]], created_slot: int) -> dict[str, Any] | None:
+    """An imported session whose first response came in a later slot than its start (a
+    session begins with its first line): a row in the slot of its start that spent nothing
+    (tokens 0, cost $0 where the first response's figures are known), so that the run is
+    counted, and starts, where `ledger runs` and SQL say it does (issue 26), not at its first
+    piece. Its model_key is START_KEY (no model): --breakdown, `report model` and
+    model_costs_v leave it out."""
+    first = min(per_model, key=lambda m: (m["slot"], m["model_key"]))
+    if first["slot"] <= created_slot:
+        return None
+    zero = {c: None for c in TOKEN_COLUMNS}  # (no usage in that slot)
+    costs = {f"cost_{mode}": (0.0 if first[f"cost_{mode}"] is not None else None) for mode in COST_MODES}
+    return {"slot": created_slot, "model_key": START_KEY, "model": None, **zero, **costs,
+            **{f"cost_{mode}_partial": None for mode in COST_MODES},
+            "basis_auto": first["basis_auto"] if costs["cost_auto"] is not None else None,
+            "unpriced": None, "usage_fingerprint": 0}
 
 
 def _run_flags(run_level: Mapping[str, Any]) -> dict[str, Any]:

@@ -349,6 +349,11 @@ def notes(report: Report) -> list[str]:
     if t.get("cost_basis") == "partial":
         out.append(f"note: the cost of {t['unmeasured_cost_runs']} of {t['runs']} runs is unknown; "
                    "'≥' marks a sum of the known part (basis 'partial').")
+    if report.query.kind == "model":
+        held = sum(r["runs"] for r in report.rows)
+        if held > t["runs"]:
+            out.append(f"note: a run is in the row of each model that served it: these rows hold {held:,} runs "
+                       f"of {t['runs']:,}.")
     if t.get("unmeasured_usage_runs"):
         n = t["unmeasured_usage_runs"]
         out.append(f"note: {_runs(n)} reported no token usage; '+' marks token sums that leave "

@@ -72,6 +72,40 @@ def _say_homes_elsewhere(url: str, homes: list[Path], notify: Notify) -> None:
                 notify(rawread.not_here_message(url, h, rawread.home_elsewhere(c, h)))
 
 
+def bring_up_to_date(url: str, *, resync: bool = False, groups: bool = False, notify: Notify = _quiet,
+                     check: bool = False, cheap: bool = False) -> bool:
+    """Sync the report's tables with the index at `url` (a read-only index is read as it is,
+    with a note). `check`: first ask whether anything is to sync (no SQLAlchemy when not);
+    `cheap`: on SQLite, only the small sync through the driver (a full one is left to the
+    next report), and say whether the tables are now in step (False: they may be stale)."""
+    from ledger.index import db as dbmod
+
+    def current() -> bool:
+        from ledger.index.rawread import reading
+        from ledger.report.synced import facts_current
+
+        with reading(url) as c:
+            return facts_current(c, groups)
+
+    if check and not resync and dbmod.is_sqlite(url) and current():
+        return True
+    try:
+        if cheap and dbmod.is_sqlite(url):
+            return _synced_small(url, groups) and current()
+        if resync or not _synced_small(url, groups):
+            sync(url, full=resync, notify=notify, groups=groups)
+    except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
+        from ledger.index.ops import read_only_failure
+
+        why = read_only_failure(exc)
+        if why is None:
+            raise
+        if not cheap:
+            notify(f"ledger: cannot update the report's tables ({why.strip().splitlines()[0]}); they may be stale")
+        return False
+    return True
+
+
 def query(url: str, q: ReportQuery) -> Report:
     from ledger.index.ops import reading
 
@@ -120,16 +154,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
             with reading(url) as c:
                 if facts_current(c, groups):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
                     return [run_report(c, q) for q in queries]
-        try:
-            if resync or not _synced_small(url, groups):
-                sync(url, full=resync, notify=notify, groups=groups)
-        except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is
-            from ledger.index.ops import read_only_failure
-
-            why = read_only_failure(exc)
-            if why is None:
-                raise
-            notify(f"ledger: cannot update the report's tables ({why.strip().splitlines()[0]}); they may be stale")
+        bring_up_to_date(url, resync=resync, groups=groups, notify=notify)
         with reading(url) as c:
             return [run_report(c, q) for q in queries]
 

@@ -164,6 +164,18 @@ def has_logs_dir(client: Client, root: Path) -> bool:
     return any(os.path.isdir(root / sub) for sub in client.subdirs)
 
 
+def clients_with_logs(env: Mapping[str, str] | None = None) -> list[str]:
+    """The clients (their labels) whose logs `ledger import` would find on this machine."""
+    return [c.label for c in CLIENTS.values() if any(has_logs_dir(c, root) for root in default_roots(c, env))]
+
+
+def missing_home_hint() -> str:
+    """The hint for a missing home: names `ledger import` when agent logs are here."""
+    from ledger.home import missing_home_hint as hint
+
+    return hint(clients_with_logs())
+
+
 # ---------------------------------------------------------------- the summary
 
 class Problem(_Record):
