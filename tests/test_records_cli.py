@@ -107,7 +107,13 @@ def test_show_by_prefix_json(home, how):
     assert [a["attempt_key"] for a in doc["attempts"]] == ["attempt-1", "attempt-2"]
     assert doc["subjects"] == ["task:LOO-265"]
     snap = read_run(run.path).to_dict()
-    assert {k: doc[k] for k in snap} == snap
+    # the record's own figures, except the cost: show prints the report's (auto, with its
+    # basis: issue 26), which is the record's reported cost plus what was estimated
+    cost = ("cost_usd", "cost_basis", "cost_usd_known")
+    assert {k: doc[k] for k in snap if k not in cost} == {k: v for k, v in snap.items() if k not in cost}
+    rep = json.loads(invoke("report", "run", "--json", "--home", str(home)).stdout)
+    row = next(r for r in rep["rows"] if r["key"] == run.run_id)
+    assert [doc[k] for k in cost] == [row[k] for k in cost] and doc["cost_usd"] >= 0.25
 
 
 def test_show_unknown_run_exits_1_with_error_and_hint(home):
