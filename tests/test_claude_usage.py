@@ -207,6 +207,25 @@ def test_resumed_session_replay_in_a_new_file_counts_once():
     assert t[("2026-01-12",)]["cost_usd"] == 0.25
 
 
+def test_a_session_holds_every_file_with_its_lines_not_only_those_of_its_counted_responses():
+    """A session resumed into a new file (older clients) replays its responses there verbatim,
+    timestamps and all: the copy that is counted may be the resumer's ("a" < "b"), so the
+    original's file holds none of its counted responses. It is still that session's file (the
+    index counts a damaged one as its evidence gap), and so is a file of only non-usage lines."""
+    orig = asst("m1", "2026-01-10T10:00:00.000Z", out=50, session="b")
+    files = {"p/b.jsonl": jl({"type": "summary", "summary": "A task"}, orig),
+             "p/a.jsonl": jl(dict(orig, sessionId="a"), asst("m2", "2026-01-12T09:00:00.000Z", session="a")),
+             "p/b/subagents/agent-x.jsonl": jl({"type": "user", "timestamp": "2026-01-10T10:00:01.000Z",
+                                                "sessionId": "b", "isSidechain": True,
+                                                "message": {"role": "user", "content": "go"}})}
+    r = feed_all(files)
+    assert {x.message_id: x.session_id for x in r.responses()} == {"m1": "a", "m2": "a"}  # (counted once)
+    want = {"a": ("p/a.jsonl",), "b": ("p/b.jsonl", "p/b/subagents/agent-x.jsonl")}
+    assert {sid: info.files for sid, info in r.sessions().items()} == want
+    again = ClaudeUsage(orjson.loads(orjson.dumps(r.state())))  # (kept in the state)
+    assert {sid: info.files for sid, info in again.sessions().items()} == want
+
+
 def test_fork_copies_belong_to_the_parent_and_the_fork_adds_only_its_own():
     """Claude Code 2.1.328 `--resume P --fork-session` (tests/data/captures/claude/fork): the
     fork's file copies the parent's lines with `sessionId` rewritten and `requestSessionId: P`

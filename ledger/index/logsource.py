@@ -147,7 +147,7 @@ def _slot(text: str | None, fallback: int) -> int:
 class _Claude:
     harness = "claude"
     provider = "anthropic"
-    state_v = 2  # claude_usage.STATE_VERSION (2: levels with tokens, forks, compactions): an older state re-reads
+    state_v = 3  # claude_usage.STATE_VERSION (2: levels with tokens, forks, compactions; 3: session files): an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:
@@ -161,8 +161,9 @@ class _Claude:
         for sid, info in usage.sessions().items():
             ep = info.entrypoint
             surface = None if ep is None else ("headless" if ep.startswith("sdk") else "interactive")
-            out[sid] = _Session(sid, info.started, info.ended, info.cwd, None, info.git_branch, surface,
-                                tools=dict(info.tools))
+            out[sid] = s = _Session(sid, info.started, info.ended, info.cwd, None, info.git_branch, surface,
+                                    tools=dict(info.tools))
+            s.files.update(info.files)  # (every file holding its lines: a damaged one is its gap)
 
         def session(sid: str | None) -> _Session:
             sid = sid or "unknown"

@@ -61,7 +61,8 @@ from typing import Any, Iterable, Iterator
 from ledger.records.timefmt import format_utc, parse_rfc3339
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
-STATE_VERSION = 2  # (2: cost levels with their tokens, a fork's parent, compaction times)
+STATE_VERSION = 3  # (2: cost levels with their tokens, a fork's parent, compaction times; 3: each
+# session's files)
 SYNTHETIC_MODEL = "<synthetic>"  # locally made messages: no API call, no usage
 
 # Counters kept per response, in the order stored in the state.
@@ -147,6 +148,7 @@ class SessionInfo:
     version: str | None
     entrypoint: str | None      # "cli": interactive; "sdk-cli": `claude -p` / the SDK
     tools: dict[str, int]
+    files: tuple[str, ...] = ()  # every file holding a line of it (its counted responses may be in others)
 
 
 def _count(v: Any) -> int | None:
@@ -240,6 +242,9 @@ class ClaudeUsage:
             k: [*v[:6], dict(v[6])] for k, v in s.get("sessions", {}).items()}
         # tool_use ids already counted (a content block is copied like its response)
         self._tool_ids: set[str] = set(s.get("tool_ids", ()))
+        # session id -> the files holding a line of it (its `sessionId`, else the file's path
+        # says): a file whose lines are all copies, or carry no usage, is still its evidence
+        self._session_files: dict[str, set[str]] = {k: set(v) for k, v in s.get("session_files", {}).items()}
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
         self._memo: tuple[list[Response], list[CostDelta]] | None = None
@@ -251,6 +256,7 @@ class ClaudeUsage:
                 "chains": {k: _copy_chain(v) for k, v in self._chains.items()},
                 "sessions": {k: [*v[:6], dict(v[6])] for k, v in self._sessions.items()},
                 "tool_ids": sorted(self._tool_ids),
+                "session_files": {k: sorted(v) for k, v in self._session_files.items()},
                 "problem_count": self.problem_count}
 
     def offset(self, file: str) -> int:
@@ -277,6 +283,7 @@ class ClaudeUsage:
         end = complete_end(data)
         latest = cur[2]
         lineno = cur[1] + data.count(b"\n", 0, end)  # after the chunk
+        named: set[str] = set()  # the sessions this chunk's lines belong to
         for n, obj in json_objects(data, end, cur[1], lambda n, why: self._problem(file, n, why)):
             kind = obj.get("type")
             if kind is None and isinstance(obj.get("message"), dict):
@@ -286,8 +293,12 @@ class ClaudeUsage:
             if ts is not None and (latest is None or ts > latest):
                 latest = ts
             sid = obj.get("sessionId")
-            if type(sid) is str and sid and _copied_from(obj, sid) is None:
-                self._session_line(sid, obj, ts)
+            if type(sid) is str and sid:
+                named.add(sid)
+                if _copied_from(obj, sid) is None:
+                    self._session_line(sid, obj, ts)
+            elif path_session is not None:
+                named.add(path_session)
             if kind == "assistant":
                 self._assistant(obj, ts, file, n, path_session, path_agent)
             elif kind == "cost-state":
@@ -300,6 +311,8 @@ class ClaudeUsage:
                 self._problem(file, n, "a line without a type and without a message: not counted")
             elif kind not in KNOWN_TYPES:
                 self._problem(file, n, f"unknown line type {str(kind)[:60]!r}")
+        for sid in named:
+            self._session_files.setdefault(sid, set()).add(file)
         if end < len(data):
             self._problem(file, lineno + 1, TORN)
         cur[0], cur[1], cur[2] = offset + end, lineno, latest
@@ -458,7 +471,8 @@ class ClaudeUsage:
         """What each session's own lines said about it (by session id). A fork's file starts
         with copies of its parent's lines (their old timestamps; only the assistant copies are
         marked): a fork starts at its first own response, when it has one."""
-        out = {sid: SessionInfo(sid, *m[:6], dict(m[6])) for sid, m in self._sessions.items()}
+        out = {sid: SessionInfo(sid, *m[:6], dict(m[6]), tuple(sorted(self._session_files.get(sid, ()))))
+               for sid, m in self._sessions.items()}
         forks = {sid for sid, c in self._chains.items() if c["p"] and sid in out}
         if forks:
             first: dict[str, str] = {}
@@ -470,7 +484,7 @@ class ClaudeUsage:
                 info = out[sid]
                 if info.started is None or info.started < t:
                     out[sid] = SessionInfo(sid, t, info.ended, info.cwd, info.git_branch, info.version,
-                                           info.entrypoint, info.tools)
+                                           info.entrypoint, info.tools, info.files)
         return out
 
     # ---- cumulative cost-state levels ----------------------------------------------------
