@@ -172,6 +172,11 @@ def execute(args: list[str]) -> int:
         expect_skill=opts.get("expect_skill"), fail_on_skill=not opts.get("no_fail"), max_cost=max_cost, progress=progress, json_output=json_,
         nice=RUN_NICE,
     ))
+    return print_result(result, json_, progress)
+
+
+def print_result(result: Any, json_: bool, progress: bool | None) -> int:
+    """What `ledger run` (and `ledger replay`) print after a run; returns its exit code."""
     if json_:
         from ledger.cli.common import print_json
 
