@@ -156,14 +156,19 @@ def running_cost(adapter: Adapter) -> tuple[float | None, str | None, str | None
     provider cost from its final receipt, else its estimate from the price table
     (genai-prices, imported only when a stream needs it); basis reported | estimated | mixed.
     The note names the price data of an estimate, or why the cost is unknown."""
+    return books_cost(adapter.provider, adapter.books.values())
+
+
+def books_cost(provider: str | None, books: Any) -> tuple[float | None, str | None, str | None]:
+    """running_cost of these usage-stream books (ledger.launch.adapters.base.StreamBook)."""
     from ledger.records.costbasis import REPORTED, auto_cost
 
     def estimate(b: Any) -> tuple[float | None, str | None]:
         from ledger.pricing import estimate_cost
 
-        return estimate_cost(adapter.provider, b.model, b.counters)
+        return estimate_cost(provider, b.model, b.counters)
 
-    cost, basis, why = auto_cost(adapter.books.values(), lambda b: b.final, lambda b: b.cost, estimate)
+    cost, basis, why = auto_cost(books, lambda b: b.final, lambda b: b.cost, estimate)
     if cost is None:
         return None, None, why
     if basis == REPORTED:
@@ -599,5 +604,12 @@ class Launcher:
 
 
 def launch(opts: RunOptions) -> RunResult:
-    """Run one command/agent under ledger and record it; see the module docstring."""
+    """Run one command/agent under ledger and record it; see the module docstring. An agent
+    asked for its interactive UI, with a terminal to give it, runs on the terminal instead
+    (ledger.launch.interactive)."""
+    from ledger.launch.interactive import launch_interactive, wanted
+
+    harness = wanted(opts.harness, opts.argv) if opts.argv else None
+    if harness is not None:
+        return launch_interactive(opts, harness)
     return Launcher(opts).run()

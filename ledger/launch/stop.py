@@ -134,6 +134,7 @@ class Stoppable(Protocol):  # pragma: no cover - typing only
     def terminate(self, reason: str) -> None: ...
     def kill(self) -> None: ...
     def signal_group(self, sig: int) -> bool: ...
+    pgid: int
 
 
 class StopControl:
@@ -204,14 +205,13 @@ class StopControl:
     def reap_group(self, child: Stoppable, wait_secs: float = 1.0) -> None:
         """After a stop: what is left of the child's process group (its leader is gone) gets
         SIGTERM, then SIGKILL; no process of a stopped run's group outlives the run."""
-        if child.stopped_by is None:
-            return
-        if not child.signal_group(0):
+        if child.stopped_by is None or not group_alive(child.pgid):
             return
         child.signal_group(signal.SIGTERM)
+        child.signal_group(signal.SIGCONT)
         end = time.monotonic() + wait_secs
         while time.monotonic() < end:
-            if not child.signal_group(0):
+            if not group_alive(child.pgid):
                 return
             time.sleep(0.05)
         child.signal_group(signal.SIGKILL)
@@ -219,6 +219,34 @@ class StopControl:
     def fields(self) -> dict[str, Any]:
         """The result event's additions: the stop request that stopped the run."""
         return {"stop_request": self.request} if self.request is not None else {}
+
+
+def group_alive(pgid: int) -> bool:
+    """A process of group `pgid` is alive (Linux /proc; a zombie is not: it waits for
+    whoever reaps it, which in a container may be slow)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return True
+    want = str(pgid).encode()
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and fields[2] == want and fields[0] != b"Z":
+            return True
+    return False
 
 
 def stop_reason_of(stopped_by: str | None, requested: bool) -> str | None:
