@@ -33,6 +33,7 @@ def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     d["tool_uses"] = dict(sorted(s.tool_uses.items()))
     d["tool_results"] = {name: tool_results(n, s.tool_status.get(name)) for name, n in sorted(s.tool_uses.items())}
     d["attempts"] = s.attempts
+    d["children"] = list(s.children)
     d["streams"] = [
         {"stream_id": st.stream_id, "provider": st.provider, "model": st.model,
          "attempt_key": st.attempt_key, "turn_key": st.turn_key, "observations": st.observations,
@@ -119,6 +120,9 @@ def indexed_run(home: Path, db: str | None, selector: str, notify: Any) -> RunSn
 
     def read() -> RunSnapshot:
         with rawread.reading(url) as conn:
-            return queries.get_run(conn, rawread.home_id(conn, home), selector)
+            hid = rawread.home_id(conn, home)
+            snap = queries.get_run(conn, hid, selector)
+            snap.children = queries.children_of(conn, hid, snap.id)
+            return snap
 
     return ops.read_repairing(expand_homes([store]), url, read, notify)

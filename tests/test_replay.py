@@ -203,3 +203,45 @@ def test_replay_real_codex(tmp_path):
     with MockProvider([answer("first"), answer("second")]) as mp:
         src, new = _real_replay(tmp_path, codex_env(tmp_path, mp), codex_argv("replay me exactly"), "openai", mp)
     assert src["final_answer"] == "first" and new["final_answer"] == "second"
+
+
+def test_runs_tree_and_show_list_children(tmp_path):
+    home = tmp_path / "home"
+    src, _ = _recorded_claude(tmp_path, home)
+    kids = []
+    for _ in range(2):
+        p = ledger_cli(["replay", src.run_id, "--json"], env=_env(home))
+        assert p.returncode == 0, p.stderr
+        kids.append(json.loads(p.stdout)["run_id"])
+    grand = json.loads(ledger_cli(["replay", kids[0], "--json"], env=_env(home)).stdout)["run_id"]
+    other = ledger_cli(["run", "--", "true"], env=_env(home))
+    assert other.returncode == 0
+    show = json.loads(ledger_cli(["show", src.run_id, "--json"], env=_env(home)).stdout)
+    assert [c["id"] for c in show["children"]] == kids
+    assert all(c["outcome"] == "completed" and c["harness"] == "claude" for c in show["children"])
+    assert json.loads(ledger_cli(["show", grand, "--json"], env=_env(home)).stdout)["children"] == []
+    text = ledger_cli(["show", src.run_id], env=_env(home)).stdout.decode()
+    assert [line.split()[1] for line in text.splitlines() if line.startswith("child: ")] == kids
+    nested = json.loads(ledger_cli(["runs", "--tree", "--json"], env=_env(home)).stdout)
+    (top,) = [r for r in nested if r["id"] == src.run_id]
+    assert [c["id"] for c in top["children"]] == kids
+    assert [c["id"] for c in top["children"][0]["children"]] == [grand]
+    assert len(nested) == 2  # the source and the plain command at the top; the rest nested
+    table = ledger_cli(["runs", "--tree"], env={**_env(home), "COLUMNS": "200"}).stdout.decode()
+    ids = [line.split()[0:2] for line in table.splitlines() if "run_" in line]
+    flat = [" ".join(x) for x in ids]
+    i = next(n for n, x in enumerate(flat) if x.startswith(src.run_id[:12]))
+    assert flat[i + 1:i + 4] == [f"└ {kids[0][:12]}", f"└ {grand[:12]}", f"└ {kids[1][:12]}"]
+    assert f"  └ {grand[:12]}" in table  # (the grandchild one level deeper)
+
+
+def test_run_tree_order():
+    from types import SimpleNamespace as S
+
+    from ledger.cli.runs_cmd import run_tree
+
+    a, b = S(id="a", parent_run_id=None, started="3"), S(id="b", parent_run_id="a", started="2")
+    c, d = S(id="c", parent_run_id="b", started="1"), S(id="d", parent_run_id="gone", started="0")
+    e, f = S(id="e", parent_run_id="f", started="5"), S(id="f", parent_run_id="e", started="6")  # a cycle
+    assert [(n, s.id) for n, s in run_tree([d, c, b, a, e, f])] == [
+        (0, "d"), (0, "a"), (1, "b"), (2, "c"), (0, "e"), (1, "f")]

@@ -214,3 +214,36 @@ def test_second_request_keeps_the_first(tmp_path):
     assert stopmod.write_stop_request(run, {"user": "a"})
     assert not stopmod.write_stop_request(run, {"user": "b"})
     assert stopmod.read_stop_request(run)["requested_by"] == {"user": "a"}
+
+
+@pytest.mark.agents
+def test_stop_a_real_claude_print_run(tmp_path):
+    """`claude -p` waiting on a slow provider: stopped from another process within 5 s,
+    nothing of its process group left (Claude Code's node process and its children)."""
+    from agentenv import agent_cwd, claude_argv, claude_available, claude_env
+    from mockprovider import MockProvider, slow
+
+    if not claude_available():
+        if os.environ.get("CI"):
+            pytest.fail("claude is required under CI")
+        pytest.skip("node_modules/.bin/claude is not installed")
+    home = tmp_path / "ledger-home"
+    with MockProvider([slow(120)]) as mp:
+        env = {**claude_env(tmp_path, mp), "PYTHONPATH": str(REPO), "LEDGER_HOME": str(home)}
+        launcher = subprocess.Popen([*LEDGER, "run", "--json", "--", *claude_argv("take your time")], env=env,
+                                    cwd=str(agent_cwd(tmp_path)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        run = wait_run(home)
+        (agent,) = child_pids(launcher.pid)
+        end = time.monotonic() + 60
+        while not mp.main_requests("anthropic") and time.monotonic() < end:  # the agent is waiting on the mock
+            time.sleep(0.1)
+        assert mp.main_requests("anthropic")
+        t0 = time.monotonic()
+        p = ledger_cli(["stop", run.name], env=_env(home))
+        assert p.returncode == 0, p.stderr
+        assert b"stopped: interrupted" in p.stdout
+        _assert_stopped(run, launcher, agent, t0, True)
+    doc = json.loads(launcher.stdout.read())
+    assert doc["outcome"] == "interrupted" and doc["stop_reason"] == "stop_request"
+    assert doc["exit_code"] == stopmod.EXIT_STOPPED

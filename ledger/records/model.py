@@ -174,6 +174,9 @@ class RunSnapshot:
     # and its exit code; None: not known (no result event, an imported session)
     command: str | None = None
     exit_code: int | None = None
+    # the runs whose parent_run_id is this run ({id, outcome, state, started, harness,
+    # surface}): filled by `ledger show` (the index knows them), not part of to_dict()
+    children: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
