@@ -177,7 +177,11 @@ def resolve(harness: str, snap: LogSnapshot, pinned: str | None, cwd: str, start
     if harness == "codex":
         return _resolve_by_header(changed, cwd, started, _codex_header, "Codex rollout")
     if harness == "gemini":
-        return _resolve_by_header(changed, cwd, started, _gemini_header, "Gemini chat log")
+        res = _resolve_by_header(changed, cwd, started, _gemini_header, "Gemini chat log")
+        if res.status == RESOLVED:  # its subagents' files, in chats/<session id>/
+            sub = {p for p in changed if os.path.basename(os.path.dirname(p)) == res.session_id}
+            res.files = sorted(set(res.files) | sub)
+        return res
     return Resolution(UNRESOLVED, reason=f"no session log is known for {harness}")
 
 
@@ -246,7 +250,8 @@ def _gemini_header(path: str) -> tuple[str | None, str | None, str | None, bool]
     if not isinstance(obj, dict):
         return None, None, None, False
     sid = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else None
-    return sid, None, obj.get("startTime"), True
+    # a subagent's file (`chats/<session>/<id>.jsonl`) belongs to its parent: not a candidate
+    return sid, None, obj.get("startTime"), obj.get("kind") != "subagent"
 
 
 def _resolve_by_header(changed: list[str], cwd: str, started: datetime, header: Any, what: str) -> Resolution:
