@@ -93,6 +93,10 @@ def _float(opts: dict[str, Any], key: str, flag: str) -> float | None:
 def run(ctx: typer.Context) -> None:
     """Run an agent ({agents}) or any command headless and record it.
 
+    An agent started without its headless flags (`claude` without -p, `codex` without
+    exec, `gemini` without -p) in a terminal gets the terminal: an interactive run, its
+    usage read from the agent's own session log (docs/run.md).
+
     ledger reads the agent's stdout itself, keeps the redacted raw stream as evidence, maps
     it to usage and conversation events, and exits with the agent's exit code (124 on
     --timeout, 125 on --max-cost, 128+N when stopped by signal N, 123 when the
