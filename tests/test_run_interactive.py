@@ -93,6 +93,24 @@ def _wait_cleared(term: Terminal, timeout: float = 20) -> None:
     raise AssertionError(f"Ctrl-C did not clear Codex's draft:\n{term.screen()}")
 
 
+def _submit(term: Terminal, text: str, answer: str, tries: int = 4) -> None:
+    """Type `text`, then Enter once it shows; Enter again if the agent was not ready for it
+    yet (Gemini CLI draws its input box before it takes Enter)."""
+    term.text(text)
+    term.wait_for(r"> " + re.escape(text), 20)
+    for _ in range(tries):
+        import time
+
+        time.sleep(1.0)
+        term.keys("Enter")
+        try:
+            term.wait_for(answer, 15)
+            return
+        except AssertionError:
+            continue
+    term.wait_for(answer, 30)
+
+
 def _one_run(home: Path) -> Path:
     runs = list(home.glob("runs/*/run_*"))
     assert len(runs) == 1, runs
@@ -229,3 +247,37 @@ def test_codex_interactive_two_prompts_and_exit(tmp_path):
     show = json.loads(_ledger(home, env, "show", run.name, "--json").stdout)
     assert show["surface"] == "interactive" and show["usage"]["output_tokens"] == u.output_tokens
     _counted_once(home, env, "codex", env["CODEX_HOME"], run.name, sid)
+
+
+def test_gemini_interactive_two_prompts_and_quit(tmp_path):
+    from agentenv import GEMINI_BIN, GEMINI_MODEL, gemini_available, gemini_env
+
+    _require(tmux_available(), "tmux")
+    _require(gemini_available(), "gemini")
+    home = tmp_path / "ledger-home"
+    cwd = agent_cwd(tmp_path)
+    with MockProvider([answer("first answer"), answer("second answer")]) as mp:
+        env = {**gemini_env(tmp_path, mp), "TERM": "xterm-256color", "PYTHONPATH": str(REPO),
+               "LEDGER_HOME": str(home)}
+        term = Terminal(tmp_path, env, cwd)
+        try:
+            term.type_line(f"{sys.executable} -m ledger run --subject task:TUI-1 --skill chat -- "
+                           f"{GEMINI_BIN} -m {GEMINI_MODEL}")
+            term.wait_for(r"Type your message", 90)
+            _submit(term, "say one", r"✦ first answer")
+            _submit(term, "say two", r"✦ second answer")
+            term.type_line("/quit", pause=1.0)
+            code = _after_exit(term)
+        finally:
+            term.close()
+        served = mp.served_usage("gemini")
+    assert code == 0 and len(served) == 2
+    run = _one_run(home)
+    _common_checks(run, code, "gemini")
+    snap = read_run(run)
+    u = snap.usage
+    assert u.total_input_tokens == sum(s["promptTokenCount"] for s in served)
+    assert u.cache_read_tokens == sum(s["cachedContentTokenCount"] for s in served)
+    assert u.output_tokens == sum(s["candidatesTokenCount"] + s["thoughtsTokenCount"] for s in served)
+    assert u.reasoning_tokens == sum(s["thoughtsTokenCount"] for s in served)
+    _counted_once(home, env, "gemini", str(Path(env["HOME"]) / ".gemini"), run.name, snap.provider_session_id)
