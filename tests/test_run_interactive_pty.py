@@ -242,3 +242,17 @@ def test_ctrl_z_stops_the_agent_as_a_job(tmp_path, cfg):
     assert code == 0
     res = result_event(_run(home))
     assert res["job_stops"] == 1 and read_run(_run(home)).outcome == "completed"
+
+
+@pytest.mark.parametrize("flag,value", [("--max-cost", "1"), ("--expect-skill", "fix")])
+def test_stream_options_are_refused_for_an_interactive_run(tmp_path, cfg, flag, value):
+    home = tmp_path / "home"
+    t = Pty(["run", flag, value, "--", str(fake_claude(tmp_path)), "--mode", "int"], home, cfg)
+    try:
+        code = t.wait()
+    finally:
+        t.close()
+    assert code == 1
+    out = bytes(t.out).decode()
+    assert f"Error: {flag} needs the agent's stream" in out and "Hint: run the agent headless" in out
+    assert "argv" not in out and not list(home.glob("runs/*/run_*"))  # nothing started, nothing recorded

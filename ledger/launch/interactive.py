@@ -62,6 +62,11 @@ def wanted(harness: str, argv: Sequence[str]) -> str | None:
     return name if terminal_fd() is not None else None
 
 
+def harness_example(harness: str) -> str:
+    return {"claude": 'claude -p "..." --output-format stream-json --verbose',
+            "codex": 'codex exec --json "..."', "gemini": 'gemini -p "..." --output-format stream-json'}[harness]
+
+
 class TerminalChild:
     """The agent, in the foreground of the terminal `fd` (its own process group)."""
 
@@ -176,9 +181,16 @@ def launch_interactive(opts: Any, harness: str) -> Any:
     from ledger.records.verdict import judge
     from ledger.records.writer import RunCapture
 
+    from ledger.errors import LedgerError
+
     fd = terminal_fd()
     assert fd is not None
     cls = adapter_class(harness)
+    for flag, value in (("--max-cost", opts.max_cost), ("--expect-skill", opts.expect_skill)):
+        if value is not None:  # (both read the agent's live stream, which an interactive agent has not)
+            raise LedgerError(f"{flag} needs the agent's stream: it does not apply to an interactive run",
+                              hint=f"run the agent headless, e.g. `ledger run {flag} ... -- "
+                                   f"{harness_example(harness)}`")
     env = dict(opts.env if opts.env is not None else os.environ)
     redactor = Redactor.from_env(env, opts.redact)
     argv, pinned, resumed = sessionlog.pin_session(harness, opts.argv)
@@ -193,8 +205,6 @@ def launch_interactive(opts: Any, harness: str) -> Any:
                                  skill=opts.skill or opts.expect_skill, subjects=list(opts.subjects),
                                  launch=_launch_request(cls, argv, redactor), env=env, cwd=cwd)
         except OSError as exc:
-            from ledger.errors import LedgerError
-
             raise LedgerError(f"cannot create a run record in {opts.home}: {exc.strerror or exc}",
                               hint="pass a writable home with `ledger run --home DIR` (or set LEDGER_HOME)") from None
         child_env = dict(env)
