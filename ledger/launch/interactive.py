@@ -251,8 +251,16 @@ def launch_interactive(opts: Any, harness: str) -> Any:
         finally:
             child.restore()
         duration = time.monotonic() - started
-        return _settle(opts, capture, cls, harness, model, argv, redactor, attempt, child, stops, rc, duration,
-                       logs, pinned, cwd, started_at)
+        try:
+            return _settle(opts, capture, cls, harness, model, argv, redactor, attempt, child, stops, rc, duration,
+                           logs, pinned, cwd, started_at)
+        except BaseException:
+            if capture.settled is None:  # (the agent's end is known: never leave the run open)
+                try:
+                    capture.settle("failed" if rc else "completed")
+                except Exception:  # noqa: BLE001 - already failing; the record stays unsettled
+                    pass
+            raise
     finally:
         signal.signal(signal.SIGTTOU, ignore_ttou)
         signals.restore()
@@ -281,8 +289,12 @@ def _settle(opts: Any, capture: Any, cls: Any, harness: str, model: str | None, 
     else:
         outcome = "completed" if rc == 0 else "failed"
     # the session: found, archived as `ledger import` does, read by the import's reducers
-    res = sessionlog.resolve(harness, logs, pinned, cwd, started_at)
     reasons: list[str] = []
+    try:
+        res = sessionlog.resolve(harness, logs, pinned, cwd, started_at)
+    except OSError as exc:  # (an unreadable config dir: said, the run still settles)
+        res = sessionlog.Resolution(sessionlog.UNRESOLVED, session_id=pinned,
+                                    reason=f"the session logs could not be read ({exc.strerror or exc})")
     archive_note = sessionlog.archive(opts.home, harness, logs.roots) if res.status == sessionlog.RESOLVED else None
     if archive_note:
         reasons.append(archive_note)

@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ledger.errors import LedgerError
 from ledger.launch.adapters.base import option_value
 
 RESOLVED, AMBIGUOUS, UNRESOLVED = "resolved", "ambiguous", "unresolved"
@@ -281,7 +282,7 @@ def archive(home: Path, harness: str, roots: Sequence[Path]) -> str | None:
         return None
     try:
         import_client(home, client, list(roots), busy_ok=False)
-    except (OSError, BlockingIOError) as exc:  # the session is archived by the next import
+    except (OSError, LedgerError) as exc:  # the session is archived by the next import
         return f"the session log was not archived ({exc})"
     return None
 
