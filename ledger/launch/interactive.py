@@ -37,6 +37,7 @@ from ledger.launch.stop import EXIT_STOPPED, STOP_REQUEST, Signals, StopControl,
 SURFACE = "interactive"
 TICK_SECS = 0.1
 GRACE_SECS = 5.0
+LATE_LOG_SECS = 3.0  # how long a found (not pinned) session's log may take to appear after the exit
 
 
 def terminal_fd() -> int | None:
@@ -292,6 +293,12 @@ def _settle(opts: Any, capture: Any, cls: Any, harness: str, model: str | None, 
     reasons: list[str] = []
     try:
         res = sessionlog.resolve(harness, logs, pinned, cwd, started_at)
+        # Codex's TUI hands its turns to a background app-server that may write the rollout a
+        # moment after the TUI exited: look again for a little while before saying unresolved
+        end = time.monotonic() + LATE_LOG_SECS
+        while res.status == sessionlog.UNRESOLVED and pinned is None and time.monotonic() < end:
+            time.sleep(0.2)
+            res = sessionlog.resolve(harness, logs, pinned, cwd, started_at)
     except OSError as exc:  # (an unreadable config dir: said, the run still settles)
         res = sessionlog.Resolution(sessionlog.UNRESOLVED, session_id=pinned,
                                     reason=f"the session logs could not be read ({exc.strerror or exc})")
