@@ -245,3 +245,12 @@ def test_run_tree_order():
     e, f = S(id="e", parent_run_id="f", started="5"), S(id="f", parent_run_id="e", started="6")  # a cycle
     assert [(n, s.id) for n, s in run_tree([d, c, b, a, e, f])] == [
         (0, "d"), (0, "a"), (1, "b"), (2, "c"), (0, "e"), (1, "f")]
+
+
+def test_replay_refuses_an_unsettled_run(tmp_path):
+    from ledger.records.writer import publish_run
+
+    home = tmp_path / "home"
+    m = publish_run(home, harness="claude", launch={"agent": "claude", "task_prompt": "go"})
+    _refused(ledger_cli(["replay", m.run_id], env=_env(home)), "no launch request was recorded",
+             "has not settled yet")
