@@ -78,6 +78,36 @@ def _after_exit(term: Terminal) -> int:
     return code
 
 
+def _stop_codex_daemon(codex_home: Path) -> None:
+    """Codex 0.169's TUI starts a background app-server from $CODEX_HOME/packages that
+    outlives it (its own session): the test's own is ended (found by its executable's path)."""
+    import signal
+    import time
+
+    prefix = str(codex_home) + os.sep
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            argv0 = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0", 1)[0].decode()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if argv0.startswith(prefix):
+            pids.append(int(name))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.5)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _wait_cleared(term: Terminal, timeout: float = 20) -> None:
     import time
 
@@ -224,6 +254,7 @@ def test_codex_interactive_two_prompts_and_exit(tmp_path):
             code = _after_exit(term)
         finally:
             term.close()
+            _stop_codex_daemon(Path(env["CODEX_HOME"]))
         requests = mp.main_requests("openai")
         served = mp.served["openai"]
     assert code == 0
