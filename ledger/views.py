@@ -33,6 +33,7 @@ def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     d["tool_uses"] = dict(sorted(s.tool_uses.items()))
     d["tool_results"] = {name: tool_results(n, s.tool_status.get(name)) for name, n in sorted(s.tool_uses.items())}
     d["attempts"] = s.attempts
+    d["children"] = list(s.children)
     d["streams"] = [
         {"stream_id": st.stream_id, "provider": st.provider, "model": st.model,
          "attempt_key": st.attempt_key, "turn_key": st.turn_key, "observations": st.observations,
@@ -223,6 +224,7 @@ def indexed_run(home: Path, db: str | None, selector: str, notify: Any, named: b
             hid = _home_row(conn, url, home, notify)
             snap = queries.get_run(conn, hid, selector)
             indexed_costs(conn, hid, [snap], current)
+            snap.children = queries.children_of(conn, hid, snap.id)
             return snap
 
     return ops.read_repairing(homes, url, read, notify)

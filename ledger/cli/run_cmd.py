@@ -96,6 +96,10 @@ def _float(opts: dict[str, Any], key: str, flag: str) -> float | None:
 def run(ctx: typer.Context) -> None:
     """Run an agent ({agents}) or any command headless and record it.
 
+    An agent started without its headless flags (`claude` without -p, `codex` without
+    exec, `gemini` without -p) in a terminal gets the terminal: an interactive run, its
+    usage read from the agent's own session log (docs/run.md).
+
     ledger reads the agent's stdout itself, keeps the redacted raw stream as evidence, maps
     it to usage and conversation events, and exits with the agent's exit code (124 on
     --timeout, 125 on --max-cost, 128+N when stopped by signal N, 123 when the
@@ -175,6 +179,11 @@ def execute(args: list[str]) -> int:
         expect_skill=opts.get("expect_skill"), fail_on_skill=not opts.get("no_fail"), max_cost=max_cost, progress=progress, json_output=json_,
         nice=RUN_NICE,
     ))
+    return print_result(result, json_, progress)
+
+
+def print_result(result: Any, json_: bool, progress: bool | None) -> int:
+    """What `ledger run` (and `ledger replay`) print after a run; returns its exit code."""
     if json_:
         from ledger.cli.common import print_json
 

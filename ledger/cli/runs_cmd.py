@@ -117,6 +117,47 @@ def _title(n: int) -> str:
     return f"{n:,} run" + ("" if n == 1 else "s")
 
 
+def run_tree(snaps: list) -> list[tuple[int, object]]:
+    """(depth, run) in tree order: each run followed by its children (oldest first), a run
+    whose parent is not among `snaps` at the top; the top level keeps the listing's order."""
+    ids = {s.id for s in snaps}
+    kids: dict[str, list] = {}
+    for s in snaps:
+        if s.parent_run_id in ids and s.parent_run_id != s.id:
+            kids.setdefault(s.parent_run_id, []).append(s)
+    for v in kids.values():
+        v.sort(key=lambda s: (s.started or "", s.id))
+    out: list[tuple[int, object]] = []
+    seen: set[str] = set()
+
+    def walk(s, depth: int) -> None:
+        if s.id in seen:  # (a cycle in damaged records: each run once)
+            return
+        seen.add(s.id)
+        out.append((depth, s))
+        for k in kids.get(s.id, ()):
+            walk(k, depth + 1)
+
+    for s in snaps:
+        if s.parent_run_id not in ids or s.parent_run_id == s.id:
+            walk(s, 0)
+    for s in snaps:  # runs only reachable through a cycle
+        walk(s, 0)
+    return out
+
+
+def _nested(ordered: list[tuple[int, object]]) -> list[dict]:
+    """--tree --json: the top-level runs, each with its `children` nested."""
+    top: list[dict] = []
+    stack: list[dict] = []
+    for depth, s in ordered:
+        d = {**s.to_dict(), "children": []}
+        del stack[depth:]
+        (stack[-1]["children"] if stack else top).append(d)
+        stack.append(d)
+    return top
+
+
 def _home(home):
     """The home as an absolute path (the index keys homes and record paths by it)."""
     import os
@@ -155,6 +196,7 @@ def runs(
     subject: Annotated[list[str] | None, Option("--subject", help="Only runs with this subject, e.g. task:LOO-1 (repeatable; `*` wildcard).", show_default=False)] = None,
     skill: Annotated[list[str] | None, Option("--skill", help="Only this skill (repeatable; `*` wildcard).", show_default=False)] = None,
     source: Annotated[list[str] | None, Option("--source", help="Only runs from this source: record (ledger run), claude-log, codex-log, gemini-log (imported sessions; repeatable).", show_default=False)] = None,
+    tree: Annotated[bool, Option("--tree", help="Each run's children (replays, runs inside the agent) under it, indented; --json: nested `children`.", metavar="")] = False,
 ) -> None:
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
@@ -172,10 +214,27 @@ def runs(
                         source=source or (), since=cutoff, limit=limit)
     sel = indexed_selection(_home(home), db, all_, err, filters=filters, named=_named(home))
     chosen = sel.runs
+    if tree:
+        ordered = run_tree(chosen)
+        if json_:
+            print_json_stream(_nested(ordered))
+            return
+        chosen = [s for _, s in ordered]
     if json_:
         print_json_stream(s.to_dict() for s in chosen)
     elif csv_:
         print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
+    elif tree:
+        title = _title(len(chosen))
+        from ledger.cli.common import data_console
+
+        rows = []
+        for depth, s in ordered:
+            row = _table_row(s.to_dict())
+            row[0] = ("  " * (depth - 1) + "└ " if depth else "") + row[0]
+            rows.append(row)
+        header, rows = _fit(rows, data_console().width)
+        print_table(rows, header, title=title, compact=True)
     else:
         title = _title(len(chosen))
         if not chosen and sel.in_all:
@@ -259,6 +318,9 @@ def _print_detail(detail: dict, events: bool) -> None:
                for name, r in results.items() if r.get("error") or r.get("semantic-error") or r.get("unknown")]
         if bad:
             field("tool results", "; ".join(bad))
+    for ch in detail.get("children", ()):
+        field("child", f"{ch['id']} {ch.get('outcome') or ch.get('state')} · {ch.get('harness') or '—'}"
+                       f" · {(ch.get('started') or '')[:19].replace('T', ' ')}")
     if detail["final_answer"]:
         c.print(Text("final answer", style="bold") + ":")
         c.print(shown(detail["final_answer"], multiline=True), soft_wrap=True)

@@ -16,6 +16,7 @@ from ledger.cli import db_cmd, homes_cmd, import_cmd, index_cmd, sql_cmd
 from ledger.cli import report_cmd
 from ledger.cli import verify_cmd
 from ledger.cli import demo_cmd, push_cmd
+from ledger.cli import replay_cmd, stop_cmd
 from ledger.cli.common import err, print_usage_error
 from ledger.cli.params import for_typer
 
@@ -99,6 +100,8 @@ def _root(
 app.command("run", context_settings=run_cmd.RUN_CONTEXT)(for_typer(run_cmd.run))
 app.command("runs")(for_typer(runs_cmd.runs))
 app.command("show")(for_typer(runs_cmd.show))
+app.command("replay")(for_typer(replay_cmd.replay))
+app.command("stop")(for_typer(stop_cmd.stop))
 app.command("index")(for_typer(index_cmd.index))
 app.command("import")(for_typer(import_cmd.import_))
 app.command("sql", context_settings=sql_cmd.SQL_CONTEXT)(for_typer(sql_cmd.sql))

@@ -233,6 +233,20 @@ def _stream_rows(c: Conn, home_id: int, run_id: str) -> list[UsageStreamTotals]:
     return out
 
 
+def children_of(conn: Any, home_id: int | None, run_id: str) -> list[dict[str, Any]]:
+    """The runs whose parent is `run_id` (replays, runs started inside the agent), oldest first."""
+    if home_id is None:
+        return []
+    c = wrap(conn)
+    out = []
+    for values in c.rows(f"{_SELECT} WHERE home_id = ? AND parent_run_id = ? ORDER BY created_at, run_id",
+                         (home_id, run_id)):
+        s = _snapshot(_row(values), [])
+        out.append({"id": s.id, "outcome": s.outcome, "state": s.state, "started": s.started,
+                    "harness": s.harness, "surface": s.surface})
+    return out
+
+
 def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     """The full snapshot of one run (streams, attempts, tool uses from the stored fold state)."""
     c = wrap(conn)

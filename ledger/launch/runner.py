@@ -40,6 +40,7 @@ from ledger.launch.process import ChildProcess, exit_code_for
 from ledger.launch.progress import Progress
 from ledger.launch.redact import Redactor
 from ledger.launch.sessions import SessionStore
+from ledger.launch.stop import EXIT_STOPPED, STOP_REQUEST, Signals, StopControl, stop_reason_of
 from ledger.records.verdict import NO_VERDICT, Verdict, judge
 
 STREAM_BLOB = "streams/stdout.jsonl"
@@ -55,7 +56,6 @@ TERMINAL_CHECK_SECS = 0.5            # how often a quiet child is checked for a 
 # --expect-skill: the agent exited 0 but the skill was never successfully invoked (the
 # verdict skill-not-invoked); RunOptions.fail_on_skill=False (`--no-fail`) keeps the agent's 0
 EXIT_SKILL_NOT_INVOKED = 123
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _SKIP_PERMISSION_FLAGS = ("--dangerously-skip-permissions", "--dangerously-bypass-approvals-and-sandbox",
                           "--yolo", "-y")
 
@@ -134,33 +134,6 @@ TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write
               "reasoning_tokens", "total_input_tokens")
 
 
-class _Signals:
-    """SIGINT/SIGTERM/SIGHUP to ledger: remember them; the loop stops the child."""
-
-    def __init__(self) -> None:
-        self.received: list[int] = []
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        for sig in STOP_SIGNALS:
-            try:
-                if signal.getsignal(sig) == signal.SIG_IGN:
-                    continue  # e.g. nohup / a background job: keep ignoring it, as the child does
-                self._previous[sig] = signal.signal(sig, self._handler)
-            except (ValueError, OSError):  # not the main thread
-                pass
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        self.received.append(signum)
-
-    def restore(self) -> None:
-        for sig, prev in self._previous.items():
-            try:
-                signal.signal(sig, prev)
-            except (ValueError, OSError, TypeError):
-                pass
-
-
 def _launch_request(cls: type[Adapter], argv: list[str], redactor: Redactor) -> dict[str, Any] | None:
     """Manifest `launch` (Loopflow's RunLaunchRequest shape), prompts redacted; agents only."""
     if cls.harness == COMMAND:
@@ -183,14 +156,19 @@ def running_cost(adapter: Adapter) -> tuple[float | None, str | None, str | None
     provider cost from its final receipt, else its estimate from the price table
     (genai-prices, imported only when a stream needs it); basis reported | estimated | mixed.
     The note names the price data of an estimate, or why the cost is unknown."""
+    return books_cost(adapter.provider, adapter.books.values())
+
+
+def books_cost(provider: str | None, books: Any) -> tuple[float | None, str | None, str | None]:
+    """running_cost of these usage-stream books (ledger.launch.adapters.base.StreamBook)."""
     from ledger.records.costbasis import REPORTED, auto_cost
 
     def estimate(b: Any) -> tuple[float | None, str | None]:
         from ledger.pricing import estimate_cost
 
-        return estimate_cost(adapter.provider, b.model, b.counters)
+        return estimate_cost(provider, b.model, b.counters)
 
-    cost, basis, why = auto_cost(adapter.books.values(), lambda b: b.final, lambda b: b.cost, estimate)
+    cost, basis, why = auto_cost(books, lambda b: b.final, lambda b: b.cost, estimate)
     if cost is None:
         return None, None, why
     if basis == REPORTED:
@@ -221,7 +199,7 @@ class Launcher:
         self.model = opts.model or self.harness_cls.model_from_argv(argv)
         self.env = dict(opts.env if opts.env is not None else os.environ)
         self.redactor = Redactor.from_env(self.env, opts.redact)
-        self.signals = _Signals()
+        self.signals = Signals()
         self.stderr_tty = os.isatty(2)
         show = opts.progress if opts.progress is not None else self.stderr_tty
         self.progress = Progress(bool(show), self.stderr_tty, command=self.reader == COMMAND)
@@ -352,11 +330,10 @@ class Launcher:
         feed = adapter.feed
         stats = adapter.stats
         adapter_errors: list[str] = []
-        deadline = started + o.timeout if o.timeout is not None and o.timeout > 0 else None
-        kill_at: float | None = None
+        stops = self.stops = StopControl(self.signals, capture.path, started=started, timeout=o.timeout,
+                                         grace_secs=o.grace_secs, say=self.progress.line)
         eof_by: float | None = None
         eof = False
-        handled_signals = 0
         max_cost_hit: dict[str, Any] | None = None
         last_cost_check = 0.0
         last_terminal_check = started
@@ -400,22 +377,7 @@ class Launcher:
                         if not progress.passthrough(passthrough_fd, chunk):
                             passthrough_fd = None
             now = time.monotonic()
-            # why stop?
-            if len(self.signals.received) > handled_signals:
-                sig = self.signals.received[handled_signals]
-                handled_signals = len(self.signals.received)
-                if child.stopped_by is None:
-                    child.stopped_by = f"signal:{signal.Signals(sig).name}"
-                    child.terminate(child.stopped_by)
-                    kill_at = now + o.grace_secs
-                    progress.line(f"ledger: {signal.Signals(sig).name} received; stopping the agent "
-                                  f"(SIGKILL in {o.grace_secs:g}s)")
-                else:  # a second signal: no more grace
-                    child.kill()
-            if deadline is not None and now >= deadline and child.stopped_by is None and child.poll() is None:
-                child.terminate("timeout")
-                kill_at = now + o.grace_secs
-                progress.line(f"ledger: timeout after {o.timeout:g}s; stopping the agent")
+            stops.check(child, now)  # signals, --timeout, a stop request
             if (o.max_cost is not None and child.stopped_by is None and adapter.books
                     and (now - last_cost_check >= 0.25 or eof)):
                 last_cost_check = now
@@ -423,8 +385,7 @@ class Launcher:
                 if cost is not None and cost > o.max_cost:
                     max_cost_hit = {"limit_usd": o.max_cost, "observed_usd": cost, "basis": basis}
                     if child.poll() is None:
-                        child.terminate("max_cost")
-                        kill_at = now + o.grace_secs
+                        stops.stop(child, "max_cost", now)
                         progress.line(f"ledger: cost ${cost:.4f} ({basis}) passed --max-cost ${o.max_cost:g}; "
                                       f"stopping the agent")
             if (child.stopped_by is None and now - last_terminal_check >= TERMINAL_CHECK_SECS
@@ -437,12 +398,9 @@ class Launcher:
                     terminal_stops += 1
                     if why != "stopped" or terminal_stops >= 2:  # ("stopped": seen twice, not a blip)
                         self.terminal_stop = why
-                        child.terminate(NEEDS_TERMINAL)
-                        kill_at = now + min(o.grace_secs, 2.0)
+                        stops.stop(child, NEEDS_TERMINAL, now, min(o.grace_secs, 2.0))
                 else:
                     terminal_stops = 0
-            if kill_at is not None and now >= kill_at and child.poll() is None and not child.killed:
-                child.kill()
             if stats.changed or chunk == b"":
                 stats.changed = False
                 if progress.enabled:
@@ -458,21 +416,9 @@ class Launcher:
         rc = child.poll()
         while rc is None:
             rc = child.wait(TICK_SECS)
-            if rc is not None:
-                break
-            now = time.monotonic()
-            if len(self.signals.received) > handled_signals:
-                handled_signals = len(self.signals.received)
-                if child.stopped_by is None:
-                    child.terminate("signal:" + signal.Signals(self.signals.received[-1]).name)
-                    kill_at = now + o.grace_secs
-                else:
-                    child.kill()
-            if deadline is not None and now >= deadline and child.stopped_by is None:
-                child.terminate("timeout")
-                kill_at = now + o.grace_secs
-            if kill_at is not None and now >= kill_at and not child.killed:
-                child.kill()
+            if rc is None:
+                stops.check(child, time.monotonic())
+        stops.reap_group(child)
         child.join_stderr(0.5)
         # whatever is still queued (EOF raced with the exit, or we stopped waiting for EOF)
         while True:
@@ -495,9 +441,7 @@ class Launcher:
             if last is not None:
                 process_lines([last])
         duration = time.monotonic() - started
-        stop_reason = None
-        if child.stopped_by:
-            stop_reason = "signal" if child.stopped_by.startswith("signal:") else child.stopped_by
+        stop_reason = stop_reason_of(child.stopped_by, stops.requested)
         try:
             adapter.finish(rc, stop_reason)
         except Exception as exc:  # noqa: BLE001
@@ -572,6 +516,8 @@ class Launcher:
             exit_code = 128 + int(getattr(signal.Signals, sig_name, signal.SIGINT))
         elif stop_reason == "max_cost":
             exit_code = EXIT_MAX_COST
+        elif stop_reason == STOP_REQUEST:
+            exit_code = EXIT_STOPPED
         elif stop_reason == NEEDS_TERMINAL:
             exit_code = EXIT_NEEDS_TERMINAL
         else:
@@ -599,6 +545,7 @@ class Launcher:
             fields["stream_format"] = "not requested: recorded as a plain command"
         if adapter.reports_api_retries:
             fields["api_retries"] = adapter.stats.api_retries
+        fields.update(self.stops.fields())
         capture.emit(
             "result", outcome=outcome, duration_secs=duration, exit_code=exit_code, returncode=rc,
             stop_reason=stop_reason, stopped_by=child.stopped_by, killed=child.killed,
@@ -663,5 +610,12 @@ class Launcher:
 
 
 def launch(opts: RunOptions) -> RunResult:
-    """Run one command/agent under ledger and record it; see the module docstring."""
+    """Run one command/agent under ledger and record it; see the module docstring. An agent
+    asked for its interactive UI, with a terminal to give it, runs on the terminal instead
+    (ledger.launch.interactive)."""
+    from ledger.launch.interactive import launch_interactive, wanted
+
+    harness = wanted(opts.harness, opts.argv) if opts.argv else None
+    if harness is not None:
+        return launch_interactive(opts, harness)
     return Launcher(opts).run()

@@ -177,6 +177,9 @@ class RunSnapshot:
     # the run's cost as `ledger report run` has it (cost auto: ledger.report.aggregate.run_rows;
     # the records path: ledger.views.record_cost): {cost_usd, cost_basis, cost_usd_known}
     cost: dict[str, Any] | None = None
+    # the runs whose parent_run_id is this run ({id, outcome, state, started, harness,
+    # surface}): filled by `ledger show` (the index knows them), not part of to_dict()
+    children: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {

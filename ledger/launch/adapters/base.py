@@ -221,6 +221,12 @@ class Adapter:
         return True
 
     @classmethod
+    def wants_terminal(cls, argv: list[str]) -> bool:
+        """Is the agent asked for its interactive UI (no headless flag)? Then `ledger run`
+        in a terminal hands it the terminal (ledger.launch.interactive)."""
+        return False
+
+    @classmethod
     def model_from_argv(cls, argv: list[str]) -> str | None:
         """The model named by the harness's own model flag."""
         return None

@@ -166,6 +166,20 @@ class ClaudeAdapter(Adapter):
         # `--output-format stream-json` (which needs `--verbose` with `-p`)
         return option_value(argv, ("--output-format",)) == "stream-json"
 
+    # `claude SUBCOMMAND`: not a session (claude --help lists them)
+    SUBCOMMANDS = frozenset({"mcp", "config", "doctor", "update", "install", "migrate-installer",
+                             "setup-token", "plugin", "auth", "agents"})
+
+    @classmethod
+    def wants_terminal(cls, argv: list[str]) -> bool:
+        args = argv[1:]
+        if any(a in ("-p", "--print", "-h", "--help", "-v", "--version") for a in args):
+            return False
+        if cls.stream_format_ok(argv):
+            return False
+        pos = cls.positionals(argv)
+        return not (pos and pos[0] in cls.SUBCOMMANDS)
+
     @classmethod
     def model_from_argv(cls, argv: list[str]) -> str | None:
         return option_value(argv, ("--model",))

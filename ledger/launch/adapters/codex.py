@@ -67,6 +67,18 @@ class CodexAdapter(Adapter):
         args = argv[1:]
         return ("exec" in args or "e" in args) and ("--json" in args or "--experimental-json" in args)
 
+    # `codex SUBCOMMAND` that is no TUI session (`codex --help`); `resume` / `fork` are
+    SUBCOMMANDS = frozenset({"exec", "e", "review", "login", "logout", "mcp", "mcp-server", "app-server",
+                             "app", "completion", "sandbox", "debug", "apply", "a", "cloud", "features",
+                             "help", "agents", "proto"})
+
+    @classmethod
+    def wants_terminal(cls, argv: list[str]) -> bool:
+        if any(a in ("-h", "--help", "-V", "--version") for a in argv[1:]):
+            return False
+        pos = cls.positionals(argv)
+        return not (pos and pos[0] in cls.SUBCOMMANDS)
+
     @classmethod
     def model_from_argv(cls, argv: list[str]) -> str | None:
         value = option_value(argv, ("-m", "--model"))

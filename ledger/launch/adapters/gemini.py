@@ -60,6 +60,14 @@ class GeminiAdapter(Adapter):
         return option_value(argv, ("--output-format", "-o")) == "stream-json"
 
     @classmethod
+    def wants_terminal(cls, argv: list[str]) -> bool:
+        args = argv[1:]
+        if any(a in ("-p", "--prompt", "-h", "--help", "-v", "--version") or a.startswith("--prompt=")
+               for a in args):
+            return False
+        return not cls.stream_format_ok(argv) and option_value(argv, ("--output-format", "-o")) in (None, "text")
+
+    @classmethod
     def model_from_argv(cls, argv: list[str]) -> str | None:
         return option_value(argv, ("-m", "--model"))
 
