@@ -59,6 +59,13 @@ class Manifest:
     boot_id: str | None = None
     # ledger additions (optional for v1 readers): who launched the run, to tell live from abandoned.
     launcher: dict[str, Any] | None = None
+    # ledger additions for comparisons (issue 30; written only when set, read as None when
+    # absent or malformed): the arm the run belongs to (`ledger run --arm`), a repeated
+    # trial's place `{"number": i, "of": n}` (`--repeat`), and on the parent run of a
+    # repeat `{"trials": n, "jobs": k}`
+    arm: str | None = None
+    trial: dict[str, int] | None = None
+    repeat: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -83,6 +90,9 @@ class Manifest:
         }
         if self.launcher is not None:
             d["launcher"] = self.launcher
+        for key in ("arm", "trial", "repeat"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
         return d
 
 
