@@ -75,6 +75,22 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
                   notify: Notify = _quiet, resync: bool = False) -> list[Report]:
     """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
     one read transaction. `resync` rebuilds the report's tables whole (`--resync`)."""
+    from ledger.report.aggregate import reads_groups
+
+    groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
+    reports, skipped = answer(home, db, lambda c: [run_report(c, q) for q in queries], groups=groups,
+                              notify=notify, resync=resync)
+    for report in reports:
+        report.unreadable = skipped
+    return reports
+
+
+def answer(home: str | os.PathLike[str], db: str | None, read_with: Callable[[Any], Any], *, groups: bool = False,
+           notify: Notify = _quiet, resync: bool = False) -> tuple[Any, list[dict[str, str]]]:
+    """`read_with(conn)` (a rawread.Conn) on an index brought up to date with the home and
+    report facts synced with the index (`ledger report compare` reads them too); returns its
+    answer and the records the pass could not read (they are in no answer, never silently
+    gone)."""
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes
 
@@ -91,11 +107,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
             notify(line)
     from ledger.index.ops import read_repairing
 
-    from ledger.report.aggregate import reads_groups
-
-    groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
-
-    def read() -> list[Report]:
+    def read() -> Any:
         from ledger.index.rawread import reading
 
         if not resync:
@@ -103,7 +115,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
 
             with reading(url) as c:
                 if facts_current(c, groups):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
-                    return [run_report(c, q) for q in queries]
+                    return read_with(c)
         try:
             if resync or not _synced_small(url, groups):
                 sync(url, full=resync, notify=notify, groups=groups)
@@ -114,9 +126,6 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
                 raise
             notify("ledger: cannot update the report's tables in a read-only index; they may be stale")
         with reading(url) as c:
-            return [run_report(c, q) for q in queries]
+            return read_with(c)
 
-    reports = read_repairing(homes, url, read, notify)
-    for report in reports:
-        report.unreadable = [p.to_dict() for p in summary.skipped]
-    return reports
+    return read_repairing(homes, url, read, notify), [p.to_dict() for p in summary.skipped]
