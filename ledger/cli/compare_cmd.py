@@ -55,14 +55,19 @@ def compare(
     from ledger.report.service import answer
 
     q = CompareQuery(by=by, task_by=task_by, arms=(arms[0], arms[1]) if arms else None)
+    js = None
+    if html is not None:  # a missing `ledger[html]` extra is said before any work
+        from ledger.report.html import vega_js
+
+        js = vega_js()
     doc, skipped = answer(resolve_home(home), db, lambda c: compare_report(c, q), notify=err)
     doc["unreadable_runs"] = skipped
     for p in skipped[:5]:
         err(f"warning: unreadable record {p.get('path')}: in no arm")
     if html is not None:
-        from ledger.report.html import write_compare
+        from ledger.report.compare_html import write_compare
 
-        page = write_compare(doc, html)
+        page = write_compare(doc, html, js)
         print(page)
     elif json_:
         from ledger.cli.common import print_json
