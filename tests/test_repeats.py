@@ -73,7 +73,8 @@ def test_repeat_runs_n_trials_k_at_a_time_under_one_parent(home):
     assert [t.trial for t in trials] == [{"number": i, "of": 4} for i in range(1, 5)]
     assert {t.parent_run_id for t in trials} == {doc["run_id"]}
     assert {t.arm for t in trials} == {"b"}
-    assert all([s.selector for s in t.subjects] == ["task:t1"] for t in trials)  # inherited from the parent
+    assert all([(s.selector, s.source) for s in t.subjects] == [("task:t1", "declared")] for t in trials)
+    assert parent.subjects == [] and parent.skill is None  # a grouping run: the trials are for the task
     assert len(_records(home)) == 5
     # at most 2 at once, and 2 did run at once (from the records' own start and end times)
     spans = [(read_run(r["path"]).started, read_run(r["path"]).ended) for r in doc["runs"]]
@@ -175,6 +176,7 @@ def test_a_trial_killed_hard_is_settled_by_the_repeat(home):
     (["--repeat", "x"], "--repeat expects a whole number"),
     (["--repeat", "2", "--trial", "1/2"], "given by --repeat"),
     (["--trial", "3/2"], "--trial expects I/N"),
+    (["--jobs", "2"], "--jobs goes with --repeat"),
 ])
 def test_repeat_usage_errors(home, args, message):
     p = _ledger(home, "run", *args, "--", "true")

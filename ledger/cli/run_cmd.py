@@ -249,6 +249,8 @@ def _execute_repeat(opts: dict[str, Any], command: list[str], json_: bool) -> in
     and a summary line on stderr."""
     if opts.get("trial") or opts.get("run_id"):
         raise typer.BadParameter("--trial and --run-id are given by --repeat to its trials, not with it")
+    if opts.get("repeat") is None:
+        raise typer.BadParameter("--jobs goes with --repeat N: `ledger run --repeat N --jobs K -- CMD`")
     n = _count(opts, "repeat", "--repeat") or 1
     jobs = _count(opts, "jobs", "--jobs") or 1
     args: list[str] = []

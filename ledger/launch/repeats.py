@@ -4,8 +4,9 @@ Each trial is its own run, recorded by its own `ledger run` process (so a trial 
 what a single `ledger run` records: its `--timeout`, `--max-cost`, verdict and exit code),
 with `trial: {number, of}` in its manifest. All are children of one parent run that this
 module publishes first (harness `command`, surface `repeat`, manifest `repeat: {trials,
-jobs}`): the trials find it through LF_RUN_ID / LF_RUN_DIR, as any nested `ledger run` does,
-and inherit its subjects.
+jobs}`, the arm; no skill, model or subject: it is a grouping run, and `--skill`,
+`--subject`, `--model` go to each trial): the trials find it through LF_RUN_ID / LF_RUN_DIR,
+as any nested `ledger run` does.
 
 Process control:
 - each trial's `ledger run` runs in its own process group, so a Ctrl-C at the terminal
@@ -115,8 +116,10 @@ def run_repeats(o: RepeatOptions) -> RepeatResult:
     signals.install()  # before the parent is published: a stop is never lost
     try:
         try:
-            parent = RunCapture(o.home, harness="command", surface="repeat", model=o.model, skill=o.skill,
-                                subjects=list(o.subjects), env=env, arm=o.arm,
+            # a grouping run: it exercises no skill and is for no subject itself (the trials
+            # are: --skill and --subject go to each), so reports by skill or subject count
+            # the trials only
+            parent = RunCapture(o.home, harness="command", surface="repeat", env=env, arm=o.arm,
                                 repeat={"trials": o.trials, "jobs": o.jobs})
         except OSError as exc:
             raise LedgerError(f"cannot create a run record in {o.home}: {exc.strerror or exc}",
@@ -247,7 +250,7 @@ def _settle_missing(o: RepeatOptions, parent: Any, t: Trial, stopped: int | None
         detail = "its ledger run ended without settling it"
     else:
         capture = RunCapture(o.home, harness="command", surface="headless", model=o.model, skill=o.skill,
-                             env=_trial_env(dict(o.env if o.env is not None else os.environ), parent),
+                             subjects=list(o.subjects), env=_trial_env(dict(o.env if o.env is not None else os.environ), parent),
                              run_id=t.run_id, arm=o.arm, trial={"number": t.number, "of": o.trials})
         fields: dict[str, Any] = {"outcome": "interrupted", "duration_secs": 0.0,
                                   "error": f"stopped by {name} before the trial started" if name
