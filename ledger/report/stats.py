@@ -77,11 +77,15 @@ def _interval(estimates: list[float]) -> Interval | None:
 
 def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], float | None] = median, *,
                  resamples: int = RESAMPLES, seed: int = SEED) -> Interval | None:
-    """The percentile bootstrap interval (95%) of stat(values); None without values."""
+    """The percentile bootstrap interval (95%) of stat(values); None without values. The
+    median's is drawn by `_median_resamples` (the same distribution, without drawing n values
+    per resample)."""
     values = list(values)
     if not values:
         return None
     rng = random.Random(seed)
+    if stat is median:
+        return _interval(_median_resamples(sorted(values), resamples, rng))
     n = len(values)
     out = []
     for _ in range(resamples):
@@ -89,6 +93,30 @@ def bootstrap_ci(values: Sequence[float], stat: Callable[[Sequence[float]], floa
         if v is not None:
             out.append(v)
     return _interval(out)
+
+
+def _median_resamples(s: Sequence[float], resamples: int, rng: random.Random) -> list[float]:
+    """The medians of `resamples` bootstrap resamples of the sorted values `s`, drawn from
+    their order statistics instead of n draws each (10,000 runs: 20 s -> milliseconds).
+
+    A resample draws n indices floor(U_i * n) of uniforms U_i; sorting commutes with that map,
+    so its k-th smallest index is floor(U_(k) * n), and the k-th order statistic of n uniforms
+    is Beta(k, n - k + 1). For an even n the median also needs the next one: given U_(k) = u,
+    U_(k+1) is u plus (1 - u) times the smallest of the n - k uniforms left, Beta(1, n - k)."""
+    n = len(s)
+    if n == 1:
+        return [s[0]] * resamples
+    k = (n + 1) // 2
+    out = []
+    for _ in range(resamples):
+        u = rng.betavariate(k, n - k + 1)
+        lo = s[min(n - 1, int(u * n))]
+        if n % 2:
+            out.append(lo)
+        else:
+            u2 = u + (1 - u) * rng.betavariate(1, n - k)
+            out.append((lo + s[min(n - 1, int(u2 * n))]) / 2)
+    return out
 
 
 def paired_bootstrap(units: Sequence[object], stats: Sequence[Callable[[Sequence[object]], float | None]], *,
