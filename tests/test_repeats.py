@@ -96,7 +96,8 @@ def test_repeat_exit_code_is_the_first_failing_trials(home):
     assert b"trial 1/2" in p.stderr and b"trial 2/2" in p.stderr and b"2 trials, 0 ok" in p.stderr
 
 
-def test_ctrl_c_stops_every_trial_and_settles_each(home):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_every_trial_and_settles_each(home, sig):
     proc = subprocess.Popen([sys.executable, "-m", "ledger", "run", "--json", "--repeat", "3", "--jobs", "2",
                              "--", "sleep", "30"], env=_env(home), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -111,12 +112,12 @@ def test_ctrl_c_stops_every_trial_and_settles_each(home):
             time.sleep(0.1)
         assert len(sleeps) == 2, "the two first trials did not start"
         everything = _descendants(proc.pid)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig, err
     doc = json.loads(out)
     assert doc["outcome"] == "interrupted" and len(doc["runs"]) == 3
     for r in doc["runs"]:
@@ -128,7 +129,7 @@ def test_ctrl_c_stops_every_trial_and_settles_each(home):
     # the third never started: recorded all the same, settled interrupted
     third = Path(home) / "runs" / doc["runs"][2]["run_id"][4:6] / doc["runs"][2]["run_id"]
     (result,) = [e for e in map(json.loads, (third / "events.jsonl").read_text().splitlines()) if e["type"] == "result"]
-    assert result["error"] == "stopped by SIGINT before the trial started" and result["stop_reason"] == "signal"
+    assert result["error"] == f"stopped by {sig.name} before the trial started" and result["stop_reason"] == "signal"
     parent = read_run(Path(home) / "runs" / doc["run_id"][4:6] / doc["run_id"])
     assert parent.outcome == "interrupted"
     assert len(_records(home)) == 4
@@ -181,3 +182,49 @@ def test_a_trial_killed_hard_is_settled_by_the_repeat(home):
 def test_repeat_usage_errors(home, args, message):
     p = _ledger(home, "run", *args, "--", "true")
     assert p.returncode == 2 and message in p.stderr.decode(), p.stderr
+
+
+def test_ctrl_c_at_the_terminal_reaches_each_trial_once(tmp_path):
+    """^C typed at a real pseudo-terminal: the terminal signals the foreground process group,
+    which holds the repeat only (each trial runs in its own group), and the repeat forwards
+    it once, so every trial's agent gets the usual grace (its TERM trap runs and prints)."""
+    import pty
+    import select
+
+    home = tmp_path / "h"
+    agent = "trap 'sleep 1; echo graceful-$LEDGER_RUN_ID; exit 0' TERM; echo started; sleep 30 & wait"
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "LEDGER_HOME": str(home), "TERM": "xterm"}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [sys.executable, "-m", "ledger", "run", "--repeat", "3", "--jobs", "2", "--",
+                                   "sh", "-c", agent], env)
+    out = bytearray()
+    sent = False
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < 90:
+            if not sent and out.count(b"started") >= 2:
+                time.sleep(0.3)  # (the traps are set before `started` is printed)
+                os.write(fd, b"\x03")
+                sent = True
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if not r:
+                continue
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out += data
+    finally:
+        if time.monotonic() - t0 >= 90:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert sent, bytes(out)
+    assert os.waitstatus_to_exitcode(status) == 130, bytes(out)
+    assert out.count(b"graceful-run_") == 2, bytes(out)  # both running agents stopped with grace
+    runs = [read_run(p) for p in _records(home)]
+    assert len(runs) == 4 and {r.outcome for r in runs} == {"interrupted"}
+    assert {r.error_detail for r in runs if r.parent_run_id} == {"stopped by signal:SIGINT"}
