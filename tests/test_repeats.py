@@ -88,6 +88,12 @@ def test_repeat_runs_n_trials_k_at_a_time_under_one_parent(home):
     q = _ledger(home, "sql", "SELECT run_id, arm, trial, trials FROM runs_v ORDER BY trial", "--json")
     rows = json.loads(q.stdout)
     assert [(r["arm"], r["trial"], r["trials"]) for r in rows] == [("b", None, 4)] + [("b", i, 4) for i in range(1, 5)]
+    # `ledger runs --json` and `ledger show` say them too
+    listed = json.loads(_ledger(home, "runs", "--all", "--json").stdout)
+    assert sorted((r["arm"], r["trial"], r["trials"]) for r in listed if r["trial"]) == [("b", i, 4) for i in range(1, 5)]
+    shown = _ledger(home, "show", doc["runs"][1]["run_id"]).stdout.decode()
+    assert "arm: b\n" in shown and "trial: 2 of 4\n" in shown
+    assert "trial: repeat of 4 trials\n" in _ledger(home, "show", doc["run_id"]).stdout.decode()
 
 
 def test_repeat_exit_code_is_the_first_failing_trials(home):

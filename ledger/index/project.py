@@ -327,8 +327,7 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         _int_or(state["retries"], 0), B(skill_invoked) if isinstance(skill_invoked, bool) else None,
         B(verdict.ok), verdict.error_kind, verdict.error_detail, _int_or(sum(tools.values()), 0), t_ok, t_err,
         t_sem, command_text(state["result"]), exit_code_of(state["result"]), manifest.arm,
-        manifest.trial["number"] if manifest.trial else None,
-        manifest.trial["of"] if manifest.trial else (manifest.repeat["trials"] if manifest.repeat else None), path,
+        manifest.trial_number, manifest.trials, path,
         (now_text(now) if encode else now),
     ))
     rows = out["subjects"]

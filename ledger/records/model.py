@@ -67,6 +67,16 @@ class Manifest:
     trial: dict[str, int] | None = None
     repeat: dict[str, int] | None = None
 
+    @property
+    def trial_number(self) -> int | None:
+        """A repeated trial's number (from 1), else None."""
+        return self.trial["number"] if self.trial else None
+
+    @property
+    def trials(self) -> int | None:
+        """How many trials the run's repeat asked for: a trial's `of`, a repeat parent's `trials`."""
+        return self.trial["of"] if self.trial else (self.repeat["trials"] if self.repeat else None)
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "schema_version": self.schema_version,
@@ -184,6 +194,10 @@ class RunSnapshot:
     # and its exit code; None: not known (no result event, an imported session)
     command: str | None = None
     exit_code: int | None = None
+    # `ledger run --arm` / `--repeat` (issue 30): the arm, the trial's number, the repeat's trials
+    arm: str | None = None
+    trial: int | None = None
+    trials: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,6 +224,9 @@ class RunSnapshot:
             "skill_invoked": self.skill_invoked,
             "exit_code": self.exit_code,
             "command": self.command,
+            "arm": self.arm,
+            "trial": self.trial,
+            "trials": self.trials,
         }
 
 

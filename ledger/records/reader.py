@@ -276,6 +276,7 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
         skill_invoked=state["skill_invoked"], ok=verdict.ok, error_kind=verdict.error_kind,
         error_detail=verdict.error_detail, tool_status=dict(state.get("tool_status") or {}),
         command=command_text(state["result"]), exit_code=exit_code_of(state["result"]),
+        arm=manifest.arm, trial=manifest.trial_number, trials=manifest.trials,
     )
 
 
