@@ -190,16 +190,17 @@ def test_by_skill_and_by_subject_kind(home):
     assert _compare("--by", "variant")["paired"]["tasks"] == 0
 
 
-def test_the_sql_views_give_the_same(fixture_home):
-    cli("report", "compare", "--json")  # (prices the runs: the views read the report's costs)
+def test_the_sql_views_give_the_same(fixture_home, db_url):
+    db = ["--db", db_url]
+    cli("report", "compare", "--json", *db)  # (prices the runs: the views read the report's costs)
     res = cli("sql", "SELECT task, arm, runs, counted_runs, excluded_runs, ok_runs, ok_rate, cost_usd, "
-                     "cost_per_ok_usd FROM compare_v WHERE arm IS NOT NULL ORDER BY arm, task", "--json")
+                     "cost_per_ok_usd FROM compare_v WHERE arm IS NOT NULL ORDER BY arm, task", "--json", *db)
     assert res.exit_code == 0, res.stderr
     rows = {(r["arm"], r["task"]): r for r in json.loads(res.stdout)}
     assert rows[("a", "task:t1")]["runs"] == 3 and rows[("a", "task:t1")]["excluded_runs"] == 1
     assert rows[("a", "task:t2")]["ok_runs"] == 1 and rows[("a", "task:t2")]["cost_per_ok_usd"] == pytest.approx(0.7)
     assert rows[("b", "task:t3")]["counted_runs"] == 2 and rows[("b", "task:t3")]["cost_usd"] == pytest.approx(0.4)
-    res = cli("sql", "SELECT run_id, excluded FROM compare_runs_v WHERE excluded IS NOT NULL", "--json")
+    res = cli("sql", "SELECT run_id, excluded FROM compare_runs_v WHERE excluded IS NOT NULL", "--json", *db)
     assert {r["run_id"]: r["excluded"] for r in json.loads(res.stdout)} == {
         fixture_home["unknown"]: "unknown-cost", fixture_home["abandoned"]: "abandoned",
         fixture_home["gap"]: "evidence-gaps"}

@@ -96,6 +96,15 @@ def test_repeat_runs_n_trials_k_at_a_time_under_one_parent(home):
     assert "trial: repeat of 4 trials\n" in _ledger(home, "show", doc["run_id"]).stdout.decode()
 
 
+def test_timeout_applies_to_each_trial(home):
+    t0 = time.monotonic()
+    p = _ledger(home, "run", "--json", "--repeat", "2", "--jobs", "2", "--timeout", "1", "--", "sleep", "30")
+    assert p.returncode == 124 and time.monotonic() - t0 < 20, p.stderr
+    doc = json.loads(p.stdout)
+    assert [(r["stop_reason"], r["exit_code"], r["error_kind"]) for r in doc["runs"]] == [("timeout", 124, "timeout")] * 2
+    assert doc["outcome"] == "completed"  # (the repeat itself was not stopped: its trials were)
+
+
 def test_repeat_exit_code_is_the_first_failing_trials(home):
     p = _ledger(home, "run", "--repeat", "2", "--", "sh", "-c", "exit 3")
     assert p.returncode == 3
