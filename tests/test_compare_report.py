@@ -204,3 +204,17 @@ def test_the_sql_views_give_the_same(fixture_home, db_url):
     assert {r["run_id"]: r["excluded"] for r in json.loads(res.stdout)} == {
         fixture_home["unknown"]: "unknown-cost", fixture_home["abandoned"]: "abandoned",
         fixture_home["gap"]: "evidence-gaps"}
+
+
+@pytest.mark.parametrize("ratio,rci,diff,dci,want", [
+    (0.69, [0.53, 0.88], 0.02, [-0.05, 0.09], "b costs 31% less (95% CI 12–47%); ok rate unchanged (−5 to +9 pp) over 4 tasks"),
+    (1.25, [1.1, 1.4], -0.12, [-0.2, -0.03], "b costs 25% more (95% CI 10–40%); ok rate down 12 pp (95% CI −20 to −3 pp) over 4 tasks"),
+    (0.97, [0.92, 1.15], 0.12, [0.03, 0.2], "b's cost unchanged (−8 to +15%); ok rate up 12 pp (95% CI +3 to +20 pp) over 4 tasks"),
+    (None, None, 0.0, [0.0, 0.0], "cost not comparable (a median cost of 0 or none); ok rate unchanged (0 to 0 pp) over 4 tasks"),
+])
+def test_the_verdict_claims_a_difference_only_when_its_interval_excludes_none(ratio, rci, diff, dci, want):
+    from ledger.report.compare import verdict_line
+
+    assert verdict_line({"a": "a", "b": "b", "tasks": 4, "median_cost_ratio": ratio, "median_cost_ratio_ci": rci,
+                         "ok_rate_diff": diff, "ok_rate_diff_ci": dci}) == want
+    assert verdict_line({"a": "a", "b": "b", "tasks": 0}) == "no task that both a and b ran: nothing to pair"
