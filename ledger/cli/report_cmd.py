@@ -69,12 +69,16 @@ def report(
     Read from the index (brought up to date with the records first). A run belongs to the
     bucket of its start time in --tz. Unknown costs are never counted as $0: a group with
     some is `partial`, and a warning on stderr names the unpriced model. See docs/report.md.
+    `ledger report compare [A B]` compares arms (see its --help and docs/evaluation.md).
     """
     exclusive_formats(json_, csv_)
     if html is not None and (json_ or csv_):
         raise usage_error("--html cannot be used with --json or --csv", param_hint="--html")
     if open_ and html is None:
         raise usage_error("--open opens the page --html writes", param_hint="--open")
+    if kind == "compare":  # (`ledger report compare` is its own command: ledger.cli.compare_cmd)
+        raise usage_error("put compare right after report: `ledger report compare [A B] [OPTIONS]`",
+                          param_hint="KIND")
     if kind not in KINDS:
         raise usage_error(f"expected one of {', '.join(KINDS)}", param_hint="KIND")
     if by is not None:

@@ -31,7 +31,13 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--json": ("json", "flag"), "--redact": ("redact", "multi"), "--expect-skill": ("expect_skill", "value"),
     "--max-cost": ("max_cost", "value"), "--progress": ("progress", "flag"),
     "--no-progress": ("no_progress", "flag"), "--no-fail": ("no_fail", "flag"),
+    # issue 30: arms and repeated trials (ledger.launch.repeats); --trial and --run-id are
+    # what --repeat gives each trial's own `ledger run`
+    "--arm": ("arm", "value"), "--repeat": ("repeat", "value"), "--jobs": ("jobs", "value"),
+    "--trial": ("trial", "value"), "--run-id": ("run_id", "value"),
 }
+# the options a repeat's trials do not get from it (it gives each its own --json, --home, ...)
+_NOT_FOR_TRIALS = frozenset({"repeat", "jobs", "json", "progress", "no_progress", "home", "trial", "run_id"})
 HARNESS_CHOICES = ("auto", *HARNESSES)
 
 
@@ -130,6 +136,10 @@ def run(ctx: typer.Context) -> None:
                               Codex and Gemini only at the end)
       --progress/--no-progress
                               live progress on stderr (default: when it is a terminal)
+      --arm NAME              the arm this run belongs to, for `ledger report compare`
+      --repeat N              run the command N times, each trial its own run (its trial
+                              number recorded), all children of one parent run
+      --jobs K                with --repeat: at most K trials at once (default 1)
     """
     _exit(execute(list(ctx.args)))
 
@@ -170,6 +180,8 @@ def execute(args: list[str]) -> int:
         raise typer.BadParameter("--max-cost must not be negative")
     progress = True if opts.get("progress") else (False if opts.get("no_progress") else None)
     json_ = bool(opts.get("json"))
+    if opts.get("repeat") is not None or opts.get("jobs") is not None:
+        return _execute_repeat(opts, command, json_)
     from ledger.home import resolve_home
     from ledger.launch.runner import RunOptions, launch
 
@@ -177,7 +189,7 @@ def execute(args: list[str]) -> int:
         argv=command, home=resolve_home(opts.get("home")), harness=harness, subjects=opts["subject"],
         skill=opts.get("skill"), model=opts.get("model"), timeout=timeout, redact=opts["redact"],
         expect_skill=opts.get("expect_skill"), fail_on_skill=not opts.get("no_fail"), max_cost=max_cost, progress=progress, json_output=json_,
-        nice=RUN_NICE,
+        nice=RUN_NICE, arm=opts.get("arm") or None, trial=_trial(opts.get("trial")), run_id=_run_id(opts.get("run_id")),
     ))
     return print_result(result, json_, progress)
 
@@ -206,6 +218,80 @@ def print_result(result: Any, json_: bool, progress: bool | None) -> int:
         from ledger.text import plain
 
         sys.stderr.write(plain(f"Error: {result.error}") + "\n" + plain(f"Hint: {result.hint}") + "\n")
+    sys.stderr.flush()
+    return result.exit_code
+
+
+def _count(opts: dict[str, Any], key: str, flag: str) -> int | None:
+    v = opts.get(key)
+    if v is None:
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        raise typer.BadParameter(f"{flag} expects a whole number, got {v!r}") from None
+    if n < 1:
+        raise typer.BadParameter(f"{flag} must be at least 1")
+    return n
+
+
+def _trial(v: str | None) -> dict[str, int] | None:
+    """`--trial I/N` (given by --repeat to each trial): the manifest's `trial`."""
+    if v is None:
+        return None
+    a, sep, b = v.partition("/")
+    if not (sep and a.isdigit() and b.isdigit() and 1 <= int(a) <= int(b)):
+        raise typer.BadParameter(f"--trial expects I/N with 1 <= I <= N, got {v!r}")
+    return {"number": int(a), "of": int(b)}
+
+
+def _run_id(v: str | None) -> str | None:
+    if v is None:
+        return None
+    from ledger.records.ids import is_run_id
+
+    if not is_run_id(v):
+        raise typer.BadParameter(f"--run-id expects run_ + a UUID, got {v!r}")
+    return v
+
+
+def _execute_repeat(opts: dict[str, Any], command: list[str], json_: bool) -> int:
+    """`--repeat N [--jobs K]`: ledger.launch.repeats runs the trials; one JSON document with
+    --json (the parent and every trial's `ledger run --json` object), else one line per trial
+    and a summary line on stderr."""
+    if opts.get("trial") or opts.get("run_id"):
+        raise typer.BadParameter("--trial and --run-id are given by --repeat to its trials, not with it")
+    if opts.get("repeat") is None:
+        raise typer.BadParameter("--jobs goes with --repeat N: `ledger run --repeat N --jobs K -- CMD`")
+    n = _count(opts, "repeat", "--repeat") or 1
+    jobs = _count(opts, "jobs", "--jobs") or 1
+    args: list[str] = []
+    for name, (key, kind) in _OPTIONS.items():
+        if key in _NOT_FOR_TRIALS or opts.get(key) in (None, [], False):
+            continue
+        if kind == "flag":
+            args.append(name)
+        else:
+            for v in (opts[key] if kind == "multi" else [opts[key]]):
+                args += [name, v]
+    from ledger.home import resolve_home
+    from ledger.launch.repeats import RepeatOptions, run_repeats
+
+    result = run_repeats(RepeatOptions(argv=command, home=resolve_home(opts.get("home")), trials=n, jobs=jobs,
+                                       run_args=args, arm=opts.get("arm") or None, skill=opts.get("skill"),
+                                       subjects=opts["subject"], model=opts.get("model")))
+    if json_:
+        from ledger.cli.common import print_json
+
+        print_json(result.to_json())
+    ok = sum(1 for r in result.trials if r.get("ok") is True)
+    costs = [r.get("cost_usd") for r in result.trials]
+    known = [c for c in costs if isinstance(c, (int, float))]
+    cost = (f"${sum(known):.4f}" if len(known) == len(costs) else
+            f"cost unknown for {len(costs) - len(known)} trial{'s' if len(costs) - len(known) != 1 else ''}")
+    arm = f" (arm {result.arm})" if result.arm else ""
+    sys.stderr.write(f"ledger: {result.run_id[:SHORT_ID]} {result.outcome} · {len(result.trials)} trials{arm}, "
+                     f"{ok} ok · {_duration(result.duration_secs)} · {cost}\n")
     sys.stderr.flush()
     return result.exit_code
 

@@ -291,6 +291,11 @@ def _print_detail(detail: dict, events: bool) -> None:
     for key in ("id", "outcome", "exit_code", "state", "started", "ended", "harness", "model", "surface", "host", "cwd",
                 "command", "path", "provider_session_id", "evidence_gaps", "api_retries"):
         field(key, detail[key])
+    if detail.get("arm") is not None:  # (`ledger run --arm`)
+        field("arm", detail["arm"])
+    if detail.get("trials") is not None:  # (`ledger run --repeat`: a trial, or the repeat itself)
+        field("trial", f"{detail['trial']} of {detail['trials']}" if detail.get("trial") is not None
+              else f"repeat of {detail['trials']} trials")
     verdict = {True: "ok", False: "not ok", None: "none yet"}[detail.get("ok")]
     if detail.get("error_kind"):
         verdict += f": {detail['error_kind']} ({detail.get('error_detail') or '—'})"

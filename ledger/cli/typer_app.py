@@ -13,7 +13,7 @@ from typer.core import TyperGroup
 
 from ledger.cli import run_cmd, runs_cmd
 from ledger.cli import db_cmd, homes_cmd, import_cmd, index_cmd, sql_cmd
-from ledger.cli import report_cmd
+from ledger.cli import compare_cmd, report_cmd
 from ledger.cli import verify_cmd
 from ledger.cli import demo_cmd, push_cmd
 from ledger.cli import replay_cmd, stop_cmd
@@ -48,6 +48,17 @@ class LedgerGroup(TyperGroup):
             sys.exit(1)
         # non-standalone returns a raised typer.Exit's code, or the command's return value
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """`ledger report compare ...` is its own command (ledger.cli.compare_cmd), registered
+        hidden as `report-compare`; every other `ledger report KIND` is the report command."""
+        if args[:2] == ["report", "compare"]:
+            cmd = self.get_command(ctx, COMPARE_NAME)
+            return "report compare", cmd, args[2:]
+        return super().resolve_command(ctx, args)
+
+
+COMPARE_NAME = "report-compare"
 
 
 def _flags_without_type() -> None:
@@ -106,6 +117,7 @@ app.command("index")(for_typer(index_cmd.index))
 app.command("import")(for_typer(import_cmd.import_))
 app.command("sql", context_settings=sql_cmd.SQL_CONTEXT)(for_typer(sql_cmd.sql))
 app.command("report")(for_typer(report_cmd.report))
+app.command(COMPARE_NAME, hidden=True)(for_typer(compare_cmd.compare))
 app.command("verify")(for_typer(verify_cmd.verify))
 app.command("demo")(for_typer(demo_cmd.demo))
 app.command("push")(for_typer(push_cmd.push))

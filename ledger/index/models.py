@@ -127,6 +127,11 @@ class Run(Base):
     # shell, and the child's exit code (None: not known, e.g. imported sessions)
     command: Mapped[str | None] = mapped_column(Text)
     exit_code: Mapped[int | None] = mapped_column(Integer)
+    # migration 0010: the manifest's arm (`ledger run --arm`), a repeated trial's number (from
+    # 1) and how many trials its repeat asked for (also on the repeat's parent, whose trial is None)
+    arm: Mapped[str | None] = mapped_column(Text)
+    trial: Mapped[int | None] = mapped_column(Integer)
+    trials: Mapped[int | None] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(Text)
     indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 

@@ -326,7 +326,8 @@ def _rows(home_id: int, path: str, manifest: Any, terminal: Any, state: dict[str
         u.cost_usd, provider_session or state["session"], state["answer"], B(state.get("answer_exact")),
         _int_or(state["retries"], 0), B(skill_invoked) if isinstance(skill_invoked, bool) else None,
         B(verdict.ok), verdict.error_kind, verdict.error_detail, _int_or(sum(tools.values()), 0), t_ok, t_err,
-        t_sem, command_text(state["result"]), exit_code_of(state["result"]), path,
+        t_sem, command_text(state["result"]), exit_code_of(state["result"]), manifest.arm,
+        manifest.trial_number, manifest.trials, path,
         (now_text(now) if encode else now),
     ))
     rows = out["subjects"]
@@ -368,7 +369,8 @@ _RUN_COLS = (
     "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
     "cache_write_5m_tokens", "cache_write_1h_tokens", "cost_usd", "provider_session_id", "final_answer",
     "final_answer_exact", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail", "tool_calls",
-    "tool_ok", "tool_errors", "tool_semantic_errors", "command", "exit_code", "path", "indexed_at",
+    "tool_ok", "tool_errors", "tool_semantic_errors", "command", "exit_code", "arm", "trial", "trials", "path",
+    "indexed_at",
 )
 EXPECTED_COLS = {
     "runs": _RUN_COLS,

@@ -34,7 +34,8 @@ _USAGE = INT_COUNTERS  # the RunSnapshot's usage fields
 _COLS = ("run_id", "parent_run_id", "repo", "worktree", "skill", "outcome", "created_at", "ended_at", "streams",
          "final_streams", "usage_gaps", *_USAGE, "cost_usd", "evidence_gaps", "harness", "model", "surface", "source",
          "settled", "host", "boot_id", "launcher_pid", "launcher_start_ticks", "cwd", "path", "provider_session_id",
-         "final_answer", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail", "command", "exit_code")
+         "final_answer", "api_retries", "skill_invoked", "ok", "error_kind", "error_detail", "command", "exit_code",
+         "arm", "trial", "trials")
 _SELECT = "SELECT " + ", ".join(_COLS) + " FROM runs"
 _BOOLS = ("settled", "skill_invoked", "ok")  # Boolean columns (SQLite: 0/1)
 
@@ -73,7 +74,7 @@ def _snapshot(r: dict[str, Any], subjects: list[Subject], state: str | None = No
         state=state, host=r["host"], cwd=r["cwd"], path=r["path"], provider_session_id=r["provider_session_id"],
         final_answer=r["final_answer"], api_retries=r["api_retries"], skill_invoked=r["skill_invoked"],
         ok=verdict.ok, error_kind=verdict.error_kind, error_detail=verdict.error_detail,
-        command=r["command"], exit_code=r["exit_code"],
+        command=r["command"], exit_code=r["exit_code"], arm=r["arm"], trial=r["trial"], trials=r["trials"],
     )
 
 

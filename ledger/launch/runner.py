@@ -84,6 +84,9 @@ class RunOptions:
     nice: int = 0                         # lower this process's CPU priority once the child runs
                                           # (the CLI uses 10: a dedicated process; a library
                                           # caller's priority is left alone)
+    arm: str | None = None                # manifest `arm` (`--arm`)
+    trial: Mapping[str, int] | None = None  # manifest `trial` {number, of} (a trial of `--repeat`)
+    run_id: str | None = None             # the run's id (`--repeat` mints its trials' ids); default: minted
 
 
 @dataclass
@@ -224,7 +227,7 @@ class Launcher:
             capture = RunCapture(
                 o.home, harness=self.harness, model=self.model, skill=skill, subjects=list(o.subjects),
                 launch=_launch_request(self.harness_cls, self.argv, self.redactor), env=self.env,
-                cwd=o.cwd or os.getcwd(),
+                cwd=o.cwd or os.getcwd(), arm=o.arm, trial=o.trial, run_id=o.run_id,
             )
         except OSError as exc:
             raise LedgerError(f"cannot create a run record in {o.home}: {exc.strerror or exc}",

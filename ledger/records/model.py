@@ -59,6 +59,23 @@ class Manifest:
     boot_id: str | None = None
     # ledger additions (optional for v1 readers): who launched the run, to tell live from abandoned.
     launcher: dict[str, Any] | None = None
+    # ledger additions for comparisons (issue 30; written only when set, read as None when
+    # absent or malformed): the arm the run belongs to (`ledger run --arm`), a repeated
+    # trial's place `{"number": i, "of": n}` (`--repeat`), and on the parent run of a
+    # repeat `{"trials": n, "jobs": k}`
+    arm: str | None = None
+    trial: dict[str, int] | None = None
+    repeat: dict[str, int] | None = None
+
+    @property
+    def trial_number(self) -> int | None:
+        """A repeated trial's number (from 1), else None."""
+        return self.trial["number"] if self.trial else None
+
+    @property
+    def trials(self) -> int | None:
+        """How many trials the run's repeat asked for: a trial's `of`, a repeat parent's `trials`."""
+        return self.trial["of"] if self.trial else (self.repeat["trials"] if self.repeat else None)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -83,6 +100,9 @@ class Manifest:
         }
         if self.launcher is not None:
             d["launcher"] = self.launcher
+        for key in ("arm", "trial", "repeat"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
         return d
 
 
@@ -180,6 +200,10 @@ class RunSnapshot:
     # the runs whose parent_run_id is this run ({id, outcome, state, started, harness,
     # surface}): filled by `ledger show` (the index knows them), not part of to_dict()
     children: list[dict[str, Any]] = field(default_factory=list)
+    # `ledger run --arm` / `--repeat` (issue 30): the arm, the trial's number, the repeat's trials
+    arm: str | None = None
+    trial: int | None = None
+    trials: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -207,6 +231,9 @@ class RunSnapshot:
             "skill_invoked": self.skill_invoked,
             "exit_code": self.exit_code,
             "command": self.command,
+            "arm": self.arm,
+            "trial": self.trial,
+            "trials": self.trials,
         }
 
 

@@ -136,12 +136,30 @@ def read_manifest(run_path: str | Path) -> Manifest:
             launch=launch if type(launch) is dict else None,
             context=context if type(context) is dict else None,
             launcher=launcher if type(launcher) is dict else None,
+            arm=_arm(get("arm")), trial=_counts(get("trial"), ("number", "of")),
+            repeat=_counts(get("repeat"), ("trials", "jobs")),
             **opt,
         )
     except KeyError as exc:
         raise RecordError(mpath, f"manifest.json lacks required field {exc.args[0]}") from None
     except ValueError as exc:
         raise RecordError(mpath, f"manifest.json: {exc}") from None
+
+
+def _arm(v: Any) -> str | None:
+    """The manifest's `arm` (a ledger addition): a non-empty string, else none. Malformed
+    additions read as absent (they are not v1 fields, so they never make a record unreadable)."""
+    return v if type(v) is str and v else None
+
+
+def _counts(v: Any, keys: tuple[str, str]) -> dict[str, int] | None:
+    """`trial` {number, of} / `repeat` {trials, jobs}: positive integers, else none."""
+    if type(v) is not dict:
+        return None
+    out = {k: v.get(k) for k in keys}
+    if all(type(x) is int and x >= 1 for x in out.values()):
+        return out
+    return None
 
 
 # optional text fields of a manifest, in the order they are checked (the first bad one is named)
@@ -258,6 +276,7 @@ def build_snapshot(run_path: str, manifest: Manifest, state: dict[str, Any], tor
         skill_invoked=state["skill_invoked"], ok=verdict.ok, error_kind=verdict.error_kind,
         error_detail=verdict.error_detail, tool_status=dict(state.get("tool_status") or {}),
         command=command_text(state["result"]), exit_code=exit_code_of(state["result"]),
+        arm=manifest.arm, trial=manifest.trial_number, trials=manifest.trials,
     )
 
 

@@ -122,7 +122,8 @@ def publish_run(home: str | Path, *, harness: str, surface: str = "headless", cw
                 skill: str | None = None, subjects: Iterable[str | Subject] = (),
                 launch: Mapping[str, Any] | None = None, context: Mapping[str, Any] | None = None,
                 env: Mapping[str, str] | None = None, run_id: str | None = None,
-                runtime_path: str | None = None, created_at: str | None = None) -> Manifest:
+                runtime_path: str | None = None, created_at: str | None = None, arm: str | None = None,
+                trial: Mapping[str, int] | None = None, repeat: Mapping[str, int] | None = None) -> Manifest:
     """Publish a new run atomically: staging dir -> fsync -> rename -> fsync parent.
 
     `context` (the exact prompts) is written to context.json and bound by sha256 + size.
@@ -143,6 +144,7 @@ def publish_run(home: str | Path, *, harness: str, surface: str = "headless", cw
         model=model, repo=repo, worktree=worktree, skill=skill,
         launch={k: launch.get(k) for k in LAUNCH_KEYS} if launch is not None else None,
         runtime_path=runtime_path, boot_id=boot_id(), launcher=launcher_identity(),
+        arm=arm or None, trial=dict(trial) if trial else None, repeat=dict(repeat) if repeat else None,
     )
     staging = final.parent / f".{run_id}.staging"
     os.mkdir(staging, DIR_MODE)

@@ -123,6 +123,22 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
     """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
     one read transaction. `resync` rebuilds the report's tables whole (`--resync`). `named`:
     False when the home is the platform's default nobody named (ledger.index.ops.reader_homes)."""
+    from ledger.report.aggregate import reads_groups
+
+    groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
+    reports, skipped = answer(home, db, lambda c: [run_report(c, q) for q in queries], groups=groups,
+                              notify=notify, resync=resync, named=named)
+    for report in reports:
+        report.unreadable = skipped
+    return reports
+
+
+def answer(home: str | os.PathLike[str], db: str | None, read_with: Callable[[Any], Any], *, groups: bool = False,
+           notify: Notify = _quiet, resync: bool = False, named: bool = True) -> tuple[Any, list[dict[str, str]]]:
+    """`read_with(conn)` (a rawread.Conn) on an index brought up to date with the home and
+    report facts synced with the index (`ledger report compare` reads them too); returns its
+    answer and the records the pass could not read (they are in no answer, never silently
+    gone). `named` as for build_reports."""
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes, reader_homes
 
@@ -139,11 +155,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
             notify(line)
     from ledger.index.ops import read_repairing
 
-    from ledger.report.aggregate import reads_groups
-
-    groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
-
-    def read() -> list[Report]:
+    def read() -> Any:
         from ledger.index.rawread import reading
 
         if homes:
@@ -153,12 +165,9 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
 
             with reading(url) as c:
                 if facts_current(c, groups):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
-                    return [run_report(c, q) for q in queries]
+                    return read_with(c)
         bring_up_to_date(url, resync=resync, groups=groups, notify=notify)
         with reading(url) as c:
-            return [run_report(c, q) for q in queries]
+            return read_with(c)
 
-    reports = read_repairing(homes, url, read, notify)
-    for report in reports:
-        report.unreadable = [p.to_dict() for p in summary.skipped]
-    return reports
+    return read_repairing(homes, url, read, notify), [p.to_dict() for p in summary.skipped]
