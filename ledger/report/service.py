@@ -85,10 +85,13 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
 
 
 def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[ReportQuery], *,
-                  notify: Notify = _quiet, resync: bool = False, named: bool = True) -> list[Report]:
+                  notify: Notify = _quiet, resync: bool = False, named: bool = True,
+                  answer: Callable[[Any, ReportQuery], Any] = run_report) -> list[Report]:
     """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
     one read transaction. `resync` rebuilds the report's tables whole (`--resync`). `named`:
-    False when the home is the platform's default nobody named (ledger.index.ops.reader_homes)."""
+    False when the home is the platform's default nobody named (ledger.index.ops.reader_homes).
+    `answer`: what reads the synced snapshot (default run_report; `report blocks`:
+    ledger.report.blocks.read_blocks), given the read connection and each query."""
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes, reader_homes
 
@@ -119,7 +122,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
 
             with reading(url) as c:
                 if facts_current(c, groups):  # nothing to sync (the usual case): no SQLAlchemy (issue 10)
-                    return [run_report(c, q) for q in queries]
+                    return [answer(c, q) for q in queries]
         try:
             if resync or not _synced_small(url, groups):
                 sync(url, full=resync, notify=notify, groups=groups)
@@ -131,7 +134,7 @@ def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[Re
                 raise
             notify(f"ledger: cannot update the report's tables ({why.strip().splitlines()[0]}); they may be stale")
         with reading(url) as c:
-            return [run_report(c, q) for q in queries]
+            return [answer(c, q) for q in queries]
 
     reports = read_repairing(homes, url, read, notify)
     for report in reports:
