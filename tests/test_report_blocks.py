@@ -160,3 +160,34 @@ def test_usage_mistakes(home, args):
 def test_block_options_belong_to_blocks(home):
     res = cli("report", "daily", "--active")
     assert res.exit_code == 2 and "report blocks" in res.output
+
+
+def test_blocks_equal_the_truth_on_the_hazard_history(home, tmp_path, monkeypatch):
+    """Every duplication hazard (tests/claudehistory.py): each API response counted once, at
+    its first appearance, in the block of its time (ccusage counts some of them twice)."""
+    import claudehistory
+
+    h = claudehistory.generate(tmp_path / "claude", sessions=12, seed=5)
+    res = cli("import", "claude", "--from", str(tmp_path / "claude"))
+    assert res.exit_code == 0, res.stderr
+    monkeypatch.setenv("LEDGER_NOW", "2030-01-01T00:00:00Z")
+    truth: list[dict] = []
+    for r in sorted(h.responses, key=lambda r: r.time):
+        t = r.time.timestamp()
+        if not truth or t >= truth[-1]["end"]:
+            start = t - t % 3600
+            truth.append({"start": start, "end": start + 5 * 3600, "entries": 0, "tokens": [0, 0, 0, 0]})
+        b = truth[-1]
+        b["entries"] += 1
+        for i, c in enumerate(("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")):
+            b["tokens"][i] += r.counters[c] or 0
+    from datetime import datetime, timezone
+
+    def iso(s: float) -> str:
+        return datetime.fromtimestamp(s, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+    ours = [b for b in _blocks()["blocks"] if not b["is_gap"]]
+    assert len(truth) > 3
+    assert [(b["start"], b["end"], b["entries"], [b["input_tokens"], b["output_tokens"], b["cache_read_tokens"],
+             b["cache_write_tokens"]]) for b in ours] == [
+        (iso(b["start"]), iso(b["end"]), b["entries"], b["tokens"]) for b in truth]
