@@ -191,3 +191,20 @@ def test_blocks_equal_the_truth_on_the_hazard_history(home, tmp_path, monkeypatc
     assert [(b["start"], b["end"], b["entries"], [b["input_tokens"], b["output_tokens"], b["cache_read_tokens"],
              b["cache_write_tokens"]]) for b in ours] == [
         (iso(b["start"]), iso(b["end"]), b["entries"], b["tokens"]) for b in truth]
+
+
+def test_an_unknown_cost_makes_the_block_partial_never_zero(home, monkeypatch):
+    make(home, "2026-03-02T10:05:00Z", [claude_stream()])
+    make(home, "2026-03-02T10:35:00Z", [claude_stream(model="acme-proxy-model-1", final=False,
+                                                      counters={"cost_usd": None})], model="acme-proxy-model-1")
+    monkeypatch.setenv("LEDGER_NOW", "2026-03-02T11:00:00Z")
+    b = _blocks()["blocks"][0]
+    assert b["cost_usd"] is None and b["cost_basis"] == "partial"
+    assert b["cost_usd_known"] == pytest.approx(0.0027165)
+    assert b["burn_rate"]["cost_usd_per_hour"] == pytest.approx(0.0027165)  # (of the known part, basis partial)
+    assert b["burn_rate"]["cost_basis"] == "partial"
+    by_model = {m["model"]: m for m in b["models"]}
+    assert by_model["acme-proxy-model-1"]["cost_basis"] == "unknown" and by_model["acme-proxy-model-1"]["cost_usd"] is None
+    assert by_model["claude-sonnet-4-5"]["cost_basis"] == "reported"
+    res = cli("report", "blocks")
+    assert res.exit_code == 0 and ">=$0.00" in res.stdout

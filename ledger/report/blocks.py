@@ -29,7 +29,7 @@ import os
 import time
 from typing import Any, Iterable
 
-from ledger.report.costs import BASIS_NAMES, combine_codes
+from ledger.report.costs import pieces_cost
 from ledger.report.kinds import SLOT_SECONDS
 
 HARNESS = "claude"
@@ -122,15 +122,7 @@ def identify(entries: Iterable[dict[str, Any]], length: int) -> list[_Block]:
 
 
 def _cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """cost_usd (None unless every row's is known), cost_usd_known, cost_basis."""
-    known = [r["cost"] if r["cost"] is not None else r["cost_partial"] for r in rows]
-    known_sum = sum(v for v in known if v is not None)
-    if all(r["cost"] is not None for r in rows):
-        code = combine_codes(r["basis"] for r in rows)
-        return {"cost_usd": known_sum, "cost_usd_known": known_sum, "cost_basis": BASIS_NAMES.get(code, "unknown")}
-    some = any(v is not None for v in known)
-    return {"cost_usd": None, "cost_usd_known": known_sum if some else None,
-            "cost_basis": "partial" if some else "unknown"}
+    return pieces_cost((r["cost"], r["cost_partial"], r["basis"]) for r in rows)
 
 
 def _figures(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger.report.costs import BASIS_NAMES, combine_codes
+from ledger.report.costs import pieces_cost
 from ledger.report.kinds import SLOT_SECONDS
 
 PLACEHOLDER = "ledger: no status"
@@ -63,20 +63,6 @@ def config_root(transcript_path: str | None) -> Path | None:
     return None
 
 
-def _cost(rows: list[tuple]) -> dict[str, Any]:
-    """(cost, partial, basis) pieces -> cost_usd, cost_usd_known, cost_basis (unknown is never $0)."""
-    if not rows:
-        return {"cost_usd": None, "cost_usd_known": None, "cost_basis": None}
-    if all(r[0] is not None for r in rows):
-        total = sum(r[0] for r in rows)
-        return {"cost_usd": total, "cost_usd_known": total,
-                "cost_basis": BASIS_NAMES.get(combine_codes(r[2] for r in rows), "unknown")}
-    known = [r[0] if r[0] is not None else r[1] for r in rows]
-    some = [v for v in known if v is not None]
-    return {"cost_usd": None, "cost_usd_known": sum(some) if some else None,
-            "cost_basis": "partial" if some else "unknown"}
-
-
 def day_bounds(now: float) -> tuple[int, int]:
     """The local day holding `now`, as epoch seconds [start, end) (DST days included)."""
     t = time.localtime(now)
@@ -93,9 +79,9 @@ def figures(c: Any, session_id: str | None, now: float) -> dict[str, Any]:
 
     c = wrap(c)
     piece = "SELECT run_cost_auto, run_cost_auto_partial, run_basis_auto FROM report_facts WHERE piece = 1"
-    session = _cost(c.rows(piece + " AND session = ?", (session_id,))) if session_id else _cost([])
+    session = pieces_cost(c.rows(piece + " AND session = ?", (session_id,)) if session_id else [])
     start, end = day_bounds(now)
-    today = _cost(c.rows(piece + " AND slot >= ? AND slot < ?", (start // SLOT_SECONDS, -(-end // SLOT_SECONDS))))
+    today = pieces_cost(c.rows(piece + " AND slot >= ? AND slot < ?", (start // SLOT_SECONDS, -(-end // SLOT_SECONDS))))
     active = next((b for b in blocks_doc(read_entries(c), now=now)["blocks"] if b["is_active"]), None)
     return {"session": session, "today": today, "block": active}
 
