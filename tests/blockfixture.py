@@ -1,7 +1,8 @@
 """The sessions of tests/test_report_blocks.py's hazard-free history (tests/cleanhistory.py):
 blocks that fill, a response right after a block's end, idle spans shorter and longer than a
 block, a session across midnight. tests/data/ccusage/blocks-clean.json is ccusage 20.0.24's
-output for it:
+output for it, and tests/data/ccusage/daily-instances-clean.json its `claude daily --instances
+--json --offline --timezone UTC`:
 
     python3 -c 'import sys; sys.path[:0] = ["tests"]; import blockfixture; blockfixture.write(sys.argv[1])' /tmp/bfix
     npm install --prefix /tmp/ccu ccusage@20.0.24

@@ -80,6 +80,10 @@ def report(
 
         return blocks(home=home, db=db, json_=json_, csv_=csv_, active=active, recent=recent,
                       token_limit=token_limit, session_length=session_length, resync=resync)
+    if kind == "project":
+        from ledger.cli.projects_cmd import projects
+
+        return projects(home=home, db=db, json_=json_, csv_=csv_, tz=tz, resync=resync)
     if active or recent or token_limit is not None or session_length != 5.0:
         raise usage_error("--active, --recent, --token-limit and --session-length are options of `report blocks`",
                           param_hint="KIND")
