@@ -31,7 +31,7 @@ def _wall(argv: list[str], env: dict[str, str], stdin: bytes) -> float:
     t = time.perf_counter()
     p = subprocess.run(argv, env=env, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     took = time.perf_counter() - t
-    if p.returncode != 0 or not p.stdout.strip():
+    if p.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr.decode(errors='replace')[-500:]}")
     return took
 

@@ -208,3 +208,47 @@ def test_an_unknown_cost_makes_the_block_partial_never_zero(home, monkeypatch):
     assert by_model["claude-sonnet-4-5"]["cost_basis"] == "reported"
     res = cli("report", "blocks")
     assert res.exit_code == 0 and ">=$0.00" in res.stdout
+
+
+def test_the_active_block_from_recent_entries_is_the_whole_historys(home, monkeypatch):
+    """ledger.report.blocks.active_block (the status line's) reads back only to the last
+    entry that starts a block whatever came before; the same block as from the whole history,
+    also when activity never paused long enough within its first look-back (blocks chain)."""
+    import sqlite3
+    from datetime import datetime, timedelta, timezone
+
+    from ledger.report.blocks import active_block, blocks_doc, read_entries
+
+    t0 = datetime(2026, 3, 1, 0, 40, tzinfo=timezone.utc)
+    for k in range(17):  # every 110 minutes for 30 hours: never idle 5 hours
+        make(home, (t0 + timedelta(minutes=110 * k)).strftime("%Y-%m-%dT%H:%M:%SZ"), [claude_stream()])
+    make(home, "2026-03-03T09:10:00Z", [claude_stream()])  # after an idle day
+    monkeypatch.setenv("LEDGER_NOW", "2026-03-04T00:00:00Z")
+    assert cli("report", "blocks").exit_code == 0  # (index and facts synced)
+    from ledger.index.rawread import wrap
+
+    c = wrap(sqlite3.connect(home / "index.sqlite"))
+    checked = 0
+    for minutes in range(0, 60 * 60, 25):
+        now = (t0 + timedelta(minutes=minutes)).timestamp()
+        full = next((b for b in blocks_doc([e for e in read_entries(c) if e["slot"] * 900 <= now], now=now)["blocks"]
+                     if b["is_active"]), None)
+        assert active_block(c, now) == full, minutes
+        checked += full is not None
+    assert checked > 50
+
+
+def test_no_active_block_without_recent_entries(home, monkeypatch):
+    import sqlite3
+
+    from ledger.index.rawread import wrap
+    from ledger.report.blocks import active_block
+
+    make(home, "2026-03-01T10:00:00Z", [claude_stream()])
+    assert cli("report", "blocks").exit_code == 0
+    c = wrap(sqlite3.connect(home / "index.sqlite"))
+    from datetime import datetime
+
+    assert active_block(c, datetime.fromisoformat("2026-03-02T10:00:00+00:00").timestamp()) is None
+    assert active_block(c, datetime.fromisoformat("2026-02-01T10:00:00+00:00").timestamp()) is None
+    assert active_block(c, datetime.fromisoformat("2026-03-01T14:59:00+00:00").timestamp())["entries"] == 1

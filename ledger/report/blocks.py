@@ -72,19 +72,27 @@ def now_s() -> float:
     return time.time()
 
 
-def read_entries(c: Any) -> list[dict[str, Any]]:
-    """The claude harness's fact rows with usage, oldest first, each with its entry count."""
+_USAGE = ("harness = ? AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL "
+          "OR cache_read_tokens IS NOT NULL OR cache_write_tokens IS NOT NULL)")
+
+
+def read_entries(c: Any, since_slot: int | None = None) -> list[dict[str, Any]]:
+    """The claude harness's fact rows with usage (from `since_slot` on), oldest first, each
+    with its entry count."""
+    since = "" if since_slot is None else " AND slot >= ?"
+    args: tuple = (HARNESS,) if since_slot is None else (HARNESS, since_slot)
     facts = c.rows(
         "SELECT slot, home_id, run_id, source, model_key, input_tokens, output_tokens, cache_read_tokens, "
-        "cache_write_tokens, cost_auto, cost_auto_partial, basis_auto FROM report_facts "
-        "WHERE harness = ? AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL "
-        "OR cache_read_tokens IS NOT NULL OR cache_write_tokens IS NOT NULL) ORDER BY slot, home_id, run_id, model_key",
-        (HARNESS,))
+        f"cache_write_tokens, cost_auto, cost_auto_partial, basis_auto FROM report_facts WHERE {_USAGE}{since} "
+        "ORDER BY slot, home_id, run_id, model_key", args)
+    runs = "" if since_slot is None else (
+        f" AND (s.home_id, s.run_id) IN (SELECT home_id, run_id FROM report_facts WHERE {_USAGE}{since})")
     counts: dict[tuple, int] = {}
     for home_id, run_id, slot, key, observations, streams in c.rows(
             "SELECT s.home_id, s.run_id, s.slot, COALESCE(s.model, ''), SUM(s.observations), COUNT(*) "
             "FROM usage_streams s JOIN runs r ON r.home_id = s.home_id AND r.run_id = s.run_id "
-            "WHERE r.harness = ? GROUP BY s.home_id, s.run_id, s.slot, COALESCE(s.model, '')", (HARNESS,)):
+            f"WHERE r.harness = ?{runs} GROUP BY s.home_id, s.run_id, s.slot, COALESCE(s.model, '')",
+            (HARNESS,) + (args if since_slot is not None else ())):
         # an imported session's stream: its responses; a run record's (no slot): one per stream
         counts[(home_id, run_id, slot, key)] = int(observations or 0) if slot is not None else int(streams)
     out = []
@@ -199,6 +207,35 @@ def blocks_doc(entries: list[dict[str, Any]], *, session_hours: float = 5, now: 
                                         status="exceeds" if proj > limit else "warning" if proj > 0.8 * limit else "ok")
     return {"session_length_hours": session_hours, "now": _iso(now), "harness": HARNESS,
             "token_limit": limit, "blocks": out}
+
+
+def active_block(c: Any, now: float, session_hours: float = 5) -> dict[str, Any] | None:
+    """The block holding `now`, read from the recent entries only (the status line): blocks
+    chain from an entry at least a block's length after the one before it (that entry
+    starts a block whatever came earlier), so the entries from the last such one on decide
+    the active block; the look-back widens until one is found or the history is read whole."""
+    from ledger.index.rawread import wrap
+
+    c = wrap(c)
+    length = session_seconds(session_hours)
+    now_slot = int(now) // SLOT_SECONDS
+    back = 2 * length
+    while True:
+        since = (int(now) - back) // SLOT_SECONDS
+        entries = [e for e in read_entries(c, since) if e["slot"] <= now_slot]
+        if not entries:  # (an active block's entries are all within a block's length of now)
+            return None
+        older = c.rows(f"SELECT max(slot) FROM report_facts WHERE {_USAGE} AND slot < ?", (HARNESS, since))[0][0]
+        anchor = None
+        prev = older
+        for i, e in enumerate(entries):
+            if prev is None or (e["slot"] - prev) * SLOT_SECONDS >= length:
+                anchor = i
+            prev = e["slot"]
+        if anchor is not None:
+            doc = blocks_doc(entries[anchor:], session_hours=session_hours, now=now)
+            return next((b for b in doc["blocks"] if b["is_active"]), None)
+        back *= 4
 
 
 def read_blocks(c: Any, _q: Any = None, **options: Any) -> dict[str, Any]:

@@ -75,14 +75,14 @@ def day_bounds(now: float) -> tuple[int, int]:
 def figures(c: Any, session_id: str | None, now: float) -> dict[str, Any]:
     """The session's, today's and the active block's figures from a synced index."""
     from ledger.index.rawread import wrap
-    from ledger.report.blocks import blocks_doc, read_entries
+    from ledger.report.blocks import active_block
 
     c = wrap(c)
     piece = "SELECT run_cost_auto, run_cost_auto_partial, run_basis_auto FROM report_facts WHERE piece = 1"
     session = pieces_cost(c.rows(piece + " AND session = ?", (session_id,)) if session_id else [])
     start, end = day_bounds(now)
     today = pieces_cost(c.rows(piece + " AND slot >= ? AND slot < ?", (start // SLOT_SECONDS, -(-end // SLOT_SECONDS))))
-    active = next((b for b in blocks_doc(read_entries(c), now=now)["blocks"] if b["is_active"]), None)
+    active = active_block(c, now)
     return {"session": session, "today": today, "block": active}
 
 
