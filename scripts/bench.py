@@ -11,7 +11,7 @@ import importlib
 import sys
 from pathlib import Path
 
-PARTS = ("index", "report", "launch", "sources", "team", "warm")
+PARTS = ("index", "report", "launch", "sources", "team", "warm", "statusline")
 
 
 def main(argv: list[str]) -> int:

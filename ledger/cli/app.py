@@ -19,7 +19,7 @@ def main() -> None:
         from ledger.cli import run_cmd
 
         run_cmd.main_fast(sys.argv[2:])  # exits, except for `--help` (Typer prints it)
-    if sys.argv[1:2] in (["report"], ["import"], ["runs"], ["show"], ["index"]) and sys.argv[2:3] != ["compare"]:  # issues 15, 10: the same
+    if sys.argv[1:2] in (["report"], ["import"], ["runs"], ["show"], ["index"], ["statusline"]) and sys.argv[2:3] != ["compare"]:  # issues 15, 10: the same
         from ledger.cli import fastpath  # command without importing Typer at all
 
         fastpath.main(sys.argv[1], sys.argv[2:])  # exits, except for what only Typer parses

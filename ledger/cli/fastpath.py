@@ -132,7 +132,9 @@ def typing_list(kind: Any) -> bool:
 COMMANDS = {"report": ("ledger.cli.report_cmd", "report"), "import": ("ledger.cli.import_cmd", "import_"),
             # issue 10: the readers of an up-to-date index answer in about `ledger --help`'s time
             "runs": ("ledger.cli.runs_cmd", "runs"), "show": ("ledger.cli.runs_cmd", "show"),
-            "index": ("ledger.cli.index_cmd", "index")}
+            "index": ("ledger.cli.index_cmd", "index"),
+            # issue 29: Claude Code runs it after every response
+            "statusline": ("ledger.cli.statusline_cmd", "statusline")}
 
 
 def main(command: str, argv: list[str]) -> None:

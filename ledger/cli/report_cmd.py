@@ -16,7 +16,7 @@ from ledger.cli.common import (
 )
 from ledger.cli.params import Argument, Option
 from ledger.report.kinds import (
-    COST_MODES, EVALUATION_KINDS, FILTER_LABELS, KINDS, ORDERS, OUTCOMES, WEEK_STARTS, known_outcome,
+    COST_MODES, EVALUATION_KINDS, EXTRA_KINDS, FILTER_LABELS, KINDS, ORDERS, OUTCOMES, WEEK_STARTS, known_outcome,
 )
 
 ListOpt = list[str] | None
@@ -36,7 +36,7 @@ def _filter(name: str) -> object:
 
 @handle_errors
 def report(
-    kind: Annotated[str, Argument(help=" | ".join(KINDS),
+    kind: Annotated[str, Argument(help=" | ".join(KINDS + EXTRA_KINDS),
                                         show_default=True)] = "daily",
     since: Annotated[str | None, Option("--since", help="First day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
     until: Annotated[str | None, Option("--until", help="Last day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
@@ -63,6 +63,10 @@ def report(
     html: Annotated[Path | None, Option("--html", help="Write one self-contained HTML page with charts (needs the html extra: pip install 'ledger\\[html]').", show_default=False, metavar="PATH")] = None,
     open_: Annotated[bool, Option("--open", help="Open the --html page in the browser.", metavar="")] = False,
     resync: Annotated[bool, Option("--resync", help="Rebuild the report's tables from the index first (every run re-read and re-priced; see docs/report.md).", metavar="")] = False,
+    active: Annotated[bool, Option("--active", help="blocks: only the active block.", metavar="")] = False,
+    recent: Annotated[bool, Option("--recent", help="blocks: only the last 3 days' blocks and the active one.", metavar="")] = False,
+    token_limit: Annotated[str | None, Option("--token-limit", help="blocks: tokens per block, or `max` (the largest completed block), to show use against.", show_default=False, metavar="N|max")] = None,
+    session_length: Annotated[float, Option("--session-length", help="blocks: hours per block (a multiple of 0.25).")] = 5.0,
 ) -> None:
     """Tokens, cost and outcomes of runs, grouped by day, week, month, run, model, skill, subject...
 
@@ -72,6 +76,18 @@ def report(
     `ledger report compare [A B]` compares arms (see its --help and docs/evaluation.md).
     """
     exclusive_formats(json_, csv_)
+    if kind == "blocks":
+        from ledger.cli.blocks_cmd import blocks
+
+        return blocks(home=home, db=db, json_=json_, csv_=csv_, active=active, recent=recent,
+                      token_limit=token_limit, session_length=session_length, resync=resync)
+    if kind == "project":
+        from ledger.cli.projects_cmd import projects
+
+        return projects(home=home, db=db, json_=json_, csv_=csv_, tz=tz, resync=resync)
+    if active or recent or token_limit is not None or session_length != 5.0:
+        raise usage_error("--active, --recent, --token-limit and --session-length are options of `report blocks`",
+                          param_hint="KIND")
     if html is not None and (json_ or csv_):
         raise usage_error("--html cannot be used with --json or --csv", param_hint="--html")
     if open_ and html is None:

@@ -15,6 +15,7 @@ from ledger.cli import run_cmd, runs_cmd
 from ledger.cli import db_cmd, homes_cmd, import_cmd, index_cmd, sql_cmd
 from ledger.cli import compare_cmd, report_cmd
 from ledger.cli import verify_cmd
+from ledger.cli import statusline_cmd
 from ledger.cli import demo_cmd, push_cmd
 from ledger.cli import replay_cmd, stop_cmd
 from ledger.cli.common import err, print_usage_error
@@ -119,6 +120,7 @@ app.command("sql", context_settings=sql_cmd.SQL_CONTEXT)(for_typer(sql_cmd.sql))
 app.command("report")(for_typer(report_cmd.report))
 app.command(COMPARE_NAME, hidden=True)(for_typer(compare_cmd.compare))
 app.command("verify")(for_typer(verify_cmd.verify))
+app.command("statusline")(for_typer(statusline_cmd.statusline))
 app.command("demo")(for_typer(demo_cmd.demo))
 app.command("push")(for_typer(push_cmd.push))
 app.add_typer(db_cmd.app, name="db")

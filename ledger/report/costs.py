@@ -81,3 +81,21 @@ def group_basis(runs: int, known_runs: int, min_code: int | None, max_code: int 
     if min_code != max_code:
         return "mixed"
     return BASIS_NAMES.get(min_code, "mixed")
+
+
+def pieces_cost(pieces: Iterable[tuple[float | None, float | None, int | None]]) -> dict[str, float | str | None]:
+    """cost_usd / cost_usd_known / cost_basis of a sum of cost pieces, each (cost, its known
+    part when the cost is unknown, basis code): the cost only when every piece is known, the
+    known sum always (`partial`: some known, `unknown`: none); no pieces at all: nothing
+    known, basis None (`report blocks`, `ledger statusline`)."""
+    rows = list(pieces)
+    if not rows:
+        return {"cost_usd": None, "cost_usd_known": None, "cost_basis": None}
+    if all(r[0] is not None for r in rows):
+        total = sum(r[0] for r in rows)
+        return {"cost_usd": total, "cost_usd_known": total,
+                "cost_basis": BASIS_NAMES.get(combine_codes(r[2] for r in rows), "unknown")}  # type: ignore[arg-type]
+    known = [r[0] if r[0] is not None else r[1] for r in rows]
+    some = [v for v in known if v is not None]
+    return {"cost_usd": None, "cost_usd_known": sum(some) if some else None,
+            "cost_basis": "partial" if some else "unknown"}

@@ -12,6 +12,8 @@ TIME_KINDS = ("daily", "weekly", "monthly")
 KINDS = TIME_KINDS + ("run", "session", "model", "harness", "skill", "subject", "repo", "host", "task", "home")
 # the evaluation view: the subject / skill reports (`--by subject|skill`)
 EVALUATION_KINDS = ("subject", "skill")
+# reports of their own shape, not ReportQuery's (`report blocks`: ledger.report.blocks; `report project`: ledger.report.projects)
+EXTRA_KINDS = ("blocks", "project")
 OUTCOMES = ("completed", "failed", "interrupted", "abandoned", "running", "unknown")
 # filter name -> what the filter matches (the CLI's `--NAME` help); `outcome` is its own option
 FILTER_LABELS = {

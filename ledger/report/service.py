@@ -119,14 +119,17 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
 
 
 def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[ReportQuery], *,
-                  notify: Notify = _quiet, resync: bool = False, named: bool = True) -> list[Report]:
+                  notify: Notify = _quiet, resync: bool = False, named: bool = True,
+                  read_query: Callable[[Any, ReportQuery], Any] = run_report) -> list[Report]:
     """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
     one read transaction. `resync` rebuilds the report's tables whole (`--resync`). `named`:
-    False when the home is the platform's default nobody named (ledger.index.ops.reader_homes)."""
+    False when the home is the platform's default nobody named (ledger.index.ops.reader_homes).
+    `read_query`: what reads the synced snapshot for each query (default run_report; `report
+    blocks`: ledger.report.blocks.read_blocks), given the read connection and the query."""
     from ledger.report.aggregate import reads_groups
 
     groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
-    reports, skipped = answer(home, db, lambda c: [run_report(c, q) for q in queries], groups=groups,
+    reports, skipped = answer(home, db, lambda c: [read_query(c, q) for q in queries], groups=groups,
                               notify=notify, resync=resync, named=named)
     for report in reports:
         report.unreadable = skipped

@@ -1,0 +1,158 @@
+"""`ledger statusline` (issue 29): Claude Code's status line from the index.
+
+The stdin documents are Claude Code 2.1.328's own (tests/data/statusline/, captured from the
+real TUI in tmux against the loopback mock, paths shortened to /tmp/cap). The figures are
+checked against `ledger report` on the same index; the process never fails on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+import cleanhistory
+from conftest import REPO
+
+DATA = Path(__file__).resolve().parent / "data" / "statusline"
+NOW = "2026-03-02T12:30:00Z"
+
+
+def _env(tmp_path: Path, **over: str) -> dict[str, str]:
+    env = {**os.environ, "LEDGER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO), "TZ": "UTC",
+           "LEDGER_NOW": NOW, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-settings"), **over}
+    env.pop("LEDGER_DB", None)
+    return env
+
+
+def _run(env: dict[str, str], *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger", *args], input=stdin, env=env, capture_output=True,
+                          timeout=120)
+
+
+def _doc(transcript: Path, sid: str, **over) -> bytes:
+    doc = json.loads((DATA / "claude-2.1.328-after-response.json").read_text())
+    doc.update(session_id=sid, transcript_path=str(transcript), **over)
+    return json.dumps(doc).encode()
+
+
+def _history(root: Path) -> list[Path]:
+    t = lambda *a: datetime(*a, tzinfo=timezone.utc)  # noqa: E731
+    cleanhistory.write(root, [(t(2026, 3, 2, 10, 5), [0, 30, 70]), (t(2026, 3, 2, 11, 40), [0, 5]),
+                              (t(2026, 3, 1, 20, 0), [0, 10])], seed=3)
+    return sorted(root.glob("projects/*/*.jsonl"))
+
+
+def _report(env, *args) -> dict:
+    p = _run(env, "report", *args, "--json")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("stdin", [b"", b"{bad", b"[1, 2]", b"\xff\xfe", b"null", b'"text"'])
+def test_a_bad_stdin_prints_a_placeholder_and_exits_0(tmp_path, stdin):
+    p = _run(_env(tmp_path), "statusline", stdin=stdin)
+    assert p.returncode == 0 and p.stdout == b"ledger: no status\n" and b"Traceback" not in p.stderr
+
+
+def test_the_real_clients_documents_without_an_index_still_make_a_line(tmp_path):
+    for name in ("claude-2.1.328-start.json", "claude-2.1.328-after-response.json"):
+        p = _run(_env(tmp_path), "statusline", stdin=(DATA / name).read_bytes())
+        assert p.returncode == 0, p.stderr
+        line = p.stdout.decode().strip()
+        assert line.startswith("Sonnet 4.5 | ") and "\n" not in line
+    assert line.endswith("ctx 1%")
+
+
+def test_the_figures_are_the_reports_and_the_transcript_is_archived_first(tmp_path):
+    env = _env(tmp_path)
+    files = _history(tmp_path / "claude")
+    # the config dir was never imported: the status line archives it (and every later reader does)
+    by_sid = {f.stem: f for f in files}
+    p = _run(env, "statusline", stdin=_doc(files[0], files[0].stem))
+    assert p.returncode == 0, p.stderr
+    sessions = {r["key"]: r for r in _report(env, "session")["rows"]}
+    assert set(sessions) == set(by_sid)
+    for sid, f in by_sid.items():
+        line = _run(env, "statusline", stdin=_doc(f, sid)).stdout.decode().strip()
+        s = sessions[sid]
+        assert f"session ${s['cost_usd']:.4f} reported" in line or f"session ${s['cost_usd']:.2f} reported" in line, line
+    today = {r["key"]: r for r in _report(env, "daily", "--tz", "UTC")["rows"]}["2026-03-02"]
+    block = _report(env, "blocks", "--active")["blocks"][0]
+    assert block["start"] == "2026-03-02T10:00:00.000Z"
+    from ledger.report.statusline import money
+
+    line = _run(env, "statusline", stdin=_doc(files[0], files[0].stem)).stdout.decode().strip()
+    assert f"| today {money(today['cost_usd'])} |" in line
+    assert f"| block {money(block['cost_usd'])} {money(block['burn_rate']['cost_usd_per_hour'])}/h 2h30m left |" in line
+    # a new response in the transcript: the next line counts it (the new bytes archived first)
+    before = sessions[files[0].stem]["cost_usd"]
+    lines = files[0].read_bytes().splitlines()
+    extra = json.loads(lines[-1])
+    extra["message"]["id"] = "msg_01newresponse0000000000"
+    extra["requestId"] = "req_011newrequest000000000000"
+    extra["timestamp"] = "2026-03-02T12:20:00.000Z"
+    extra["costUSD"] = 0.5
+    with open(files[0], "ab") as fh:
+        fh.write(json.dumps(extra).encode() + b"\n")
+    line = _run(env, "statusline", stdin=_doc(files[0], files[0].stem)).stdout.decode().strip()
+    assert f"session {money(before + 0.5)} reported" in line, line
+
+
+def test_rate_limits_are_shown_and_each_sample_kept(tmp_path):
+    env = _env(tmp_path)
+    files = _history(tmp_path / "claude")
+    limits = {"five_hour": {"used_percentage": 42, "resets_at": 1772467200},   # 2026-03-02T16:00:00Z
+              "seven_day": {"used_percentage": 7.5, "resets_at": "2026-03-05T00:00:00Z"}}
+    for _ in range(2):
+        p = _run(env, "statusline", stdin=_doc(files[0], files[0].stem, rate_limits=limits))
+        assert p.returncode == 0, p.stderr
+    line = p.stdout.decode()
+    assert "| 5h 42% (resets 16:00) | 7d 7.5% (resets 00:00) |" in line
+    kept = (tmp_path / "home" / "statusline" / "rate-limits.jsonl").read_text().splitlines()
+    assert len(kept) == 1 and json.loads(kept[0])["rate_limits"] == limits  # (the same sample once)
+    limits["five_hour"]["used_percentage"] = 43
+    _run(env, "statusline", stdin=_doc(files[0], files[0].stem, rate_limits=limits))
+    kept = (tmp_path / "home" / "statusline" / "rate-limits.jsonl").read_text().splitlines()
+    assert [json.loads(k)["rate_limits"]["five_hour"]["used_percentage"] for k in kept] == [42, 43]
+    assert json.loads(kept[1])["session_id"] == files[0].stem
+
+
+def test_install_and_uninstall_show_the_change(tmp_path):
+    env = _env(tmp_path)
+    settings = Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"model": "opus", "statusLine": {"type": "command", "command": "old"}}))
+    p = _run(env, "statusline", "--install")  # no terminal to confirm on: nothing written
+    assert p.returncode == 1 and b"Hint:" in p.stderr and b"--yes" in p.stderr
+    assert json.loads(settings.read_text())["statusLine"]["command"] == "old"
+    p = _run(env, "statusline", "--install", "--yes")
+    assert p.returncode == 0, p.stderr
+    assert b'statusLine now: {"type": "command", "command": "old"}' in p.stdout
+    s = json.loads(settings.read_text())
+    assert s["model"] == "opus" and s["statusLine"]["type"] == "command"
+    assert s["statusLine"]["command"].endswith("statusline")
+    assert b"nothing to change" in _run(env, "statusline", "--install", "--yes").stdout
+    p = _run(env, "statusline", "--uninstall", "--yes")
+    assert p.returncode == 0 and json.loads(settings.read_text()) == {"model": "opus"}
+    # no settings file yet: one is made
+    env2 = _env(tmp_path, CLAUDE_CONFIG_DIR=str(tmp_path / "fresh"))
+    assert _run(env2, "statusline", "--install", "--yes").returncode == 0
+    assert "statusLine" in json.loads((tmp_path / "fresh" / "settings.json").read_text())
+
+
+def test_the_status_line_imports_neither_sqlalchemy_nor_typer(tmp_path):
+    env = _env(tmp_path)
+    files = _history(tmp_path / "claude")
+    doc = _doc(files[0], files[0].stem)
+    assert _run(env, "statusline", stdin=doc).returncode == 0  # (cold: builds the index)
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "ledger", "statusline"], input=doc, env=env,
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith(b"Sonnet 4.5 | session $")
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in p.stderr.decode().splitlines() if "|" in line}
+    assert "ledger" in imported and not imported & {"sqlalchemy", "typer", "click", "rich", "alembic"}
