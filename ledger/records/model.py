@@ -15,14 +15,7 @@ EVENT_TYPES = frozenset({
     # counters, so a real Loopflow home does not show them as evidence gaps.
     "activity", "provider_account_selected",
 })
-INT_COUNTERS = (
-    "input_tokens", "output_tokens", "total_input_tokens", "peak_input_tokens",
-    "context_window_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
-)
-# ledger addition (optional, v1-compatible): the 5-minute / 1-hour split of cache writes,
-# kept for pricing. Reduced like the other counters.
-EXTRA_COUNTERS = ("cache_write_5m_tokens", "cache_write_1h_tokens")
-ALL_INT_COUNTERS = INT_COUNTERS + EXTRA_COUNTERS
+from ledger.records.counters import ALL_INT_COUNTERS, EXTRA_COUNTERS, INT_COUNTERS  # noqa: F401, E402
 # Across streams these take the max (they describe one context), the rest are summed.
 MAX_ACROSS_STREAMS = frozenset({"peak_input_tokens", "context_window_tokens"})
 I64_MAX = 2**63 - 1

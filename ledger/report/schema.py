@@ -9,7 +9,7 @@ tests/test_quicksync.py).
 
 from __future__ import annotations
 
-from ledger.records.model import ALL_INT_COUNTERS
+from ledger.records.counters import ALL_INT_COUNTERS
 
 SLOT_SECONDS = 900
 SLOTS_PER_DAY = 86400 // SLOT_SECONDS
