@@ -18,6 +18,11 @@ HomeOpt = Annotated[Path | None, Option("--home", help="Ledger home (default: $L
 DbOpt = Annotated[str | None, Option("--db", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
 JsonOpt = Annotated[bool, Option("--json", help="Print one JSON document.", metavar="")]
 CsvOpt = Annotated[bool, Option("--csv", help="Print CSV.", metavar="")]
+# every command's --since / --until: one syntax (ledger.report.buckets.parse_bound; docs/report.md, "Dates")
+Since = Option("--since", metavar="WHEN", show_default=False,
+               help="From this day or time, in --tz: 2026-03-01, 2026-03-01T09:00, today, yesterday, or a time ago: 30m, 24h, 7d, 2w.")
+Until = Option("--until", metavar="WHEN", show_default=False,
+               help="To this day (included whole) or time, in --tz; same forms as --since.")
 
 
 def handle_errors(fn: F) -> F:

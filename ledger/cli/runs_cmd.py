@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
+from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, Since, Until, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
 from ledger.cli.params import Argument, Option
 
 RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects",
@@ -131,7 +131,9 @@ def runs(
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
     all_: Annotated[bool, Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).", metavar="")] = False,
-    since: Annotated[str | None, Option("--since", help="Runs started since: YYYY-MM-DD (UTC), 7d, 24h, today, yesterday.", show_default=False)] = None,
+    since: Annotated[str | None, Since] = None,
+    until: Annotated[str | None, Until] = None,
+    tz: Annotated[str | None, Option("--tz", help="IANA time zone of --since/--until (default: the local zone).", show_default=False)] = None,
     limit: Annotated[int | None, Option("--limit", help="At most this many runs (default 50 without --all).", min=0, show_default=False)] = None,
     harness: Annotated[list[str] | None, Option("--harness", help="Only this harness (repeatable; `*` wildcard).", show_default=False)] = None,
     outcome: Annotated[list[str] | None, Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
@@ -142,17 +144,25 @@ def runs(
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
     from ledger.errors import LedgerError
-    from ledger.records.selection import RunFilter, parse_since
+    from ledger.records.selection import RunFilter
     from ledger.views import indexed_selection
 
     from ledger.cli.common import usage_error
 
-    try:
-        cutoff = parse_since(since) if since is not None else None
+    start = end = None
+    try:  # (the zone is read only for a range: a warm `ledger runs` loads no zone database)
+        if since is not None or until is not None or tz is not None:
+            from ledger.report.buckets import parse_bound, resolve_zone, utc_range
+
+            zone, _name = resolve_zone(tz, warn=err, fixed_utc=True)
+            start, end = utc_range(parse_bound(since, "--since", zone, command="runs") if since is not None else None,
+                                   parse_bound(until, "--until", zone, command="runs") if until is not None else None,
+                                   zone)
     except LedgerError as exc:
         raise usage_error(exc.message, hint=exc.hint) from None
     filters = RunFilter(harness=harness or (), outcome=outcome or (), subject=subject or (), skill=skill or (),
-                        source=source or (), since=cutoff, limit=limit)
+                        source=source or (), since=start, until=end, limit=limit,
+                        ranged=since is not None or until is not None)
     sel = indexed_selection(_home(home), db, all_, err, filters=filters)
     chosen = sel.runs
     if json_:

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from ledger.index.rawread import Conn, wrap
 from ledger.plainclass import FrozenPlain, Plain
-from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
+from ledger.report.buckets import PERIODS, Buckets, ReportError, bound_text, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
 from ledger.report.kinds import (
     ESTIMATED, EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, REPORTED, SLOT_SECONDS, TOKEN_COLUMNS, VERDICT_FACTS,
@@ -50,7 +50,8 @@ class ReportQuery(Plain):
                  "limit", "cost", "evaluation")
 
     def __init__(self, kind: str = "daily", zone: tzinfo = timezone.utc, zone_name: str = "UTC",
-                 since: date | None = None, until: date | None = None, week_start: str = "monday",
+                 since: date | None = None, until: date | None = None,  # a day, or an instant (a datetime)
+                 week_start: str = "monday",
                  filters: dict[str, list[str]] | None = None, breakdown: bool = False,
                  order: str | None = None,  # asc | desc | None (the kind's default)
                  limit: int | None = None, cost: str = "auto",
@@ -414,8 +415,8 @@ class Report(Plain):
         return {
             "report": q.kind,
             "query": {
-                "tz": q.zone_name, "since": q.since.isoformat() if q.since else None,
-                "until": q.until.isoformat() if q.until else None,
+                "tz": q.zone_name, "since": bound_text(q.since) if q.since else None,
+                "until": bound_text(q.until) if q.until else None,
                 "week_start": q.week_start if q.kind == "weekly" else None,
                 "filters": {k: v for k, v in sorted(q.filters.items()) if v}, "cost": q.cost,
                 "breakdown": q.breakdown, "order": resolved_order(q), "limit": q.limit,

@@ -296,7 +296,9 @@ def print_table(report: Report, console: Any = None) -> None:
     cols = table_columns(report, width)
     title = f"ledger report {q.kind} · {q.zone_name}"
     if q.since or q.until:
-        title += f" · {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
+        from ledger.report.buckets import bound_text
+
+        title += f" · {bound_text(q.since) if q.since else '…'} to {bound_text(q.until) if q.until else '…'}"
     title += f" · cost {q.cost}"
     body: list[tuple[list[str], str | None]] = []
     for row in report.rows:
