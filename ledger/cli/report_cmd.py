@@ -40,7 +40,7 @@ def report(
                                         show_default=True)] = "daily",
     since: Annotated[str | None, Since] = None,
     until: Annotated[str | None, Until] = None,
-    tz: Annotated[str | None, Option("--tz", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
+    tz: Annotated[str | None, Option("--tz", metavar="ZONE", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
     week_start: Annotated[str, Option("--week-start", help=f"{' | '.join(WEEK_STARTS)} (weekly reports).")] = "monday",
     harness: Annotated[ListOpt, _filter("harness")] = None,
     model: Annotated[ListOpt, _filter("model")] = None,

@@ -133,7 +133,7 @@ def runs(
     all_: Annotated[bool, Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).", metavar="")] = False,
     since: Annotated[str | None, Since] = None,
     until: Annotated[str | None, Until] = None,
-    tz: Annotated[str | None, Option("--tz", help="IANA time zone of --since/--until (default: the local zone).", show_default=False)] = None,
+    tz: Annotated[str | None, Option("--tz", metavar="ZONE", help="IANA time zone of --since/--until (default: the local zone).", show_default=False)] = None,
     limit: Annotated[int | None, Option("--limit", help="At most this many runs (default 50 without --all).", min=0, show_default=False)] = None,
     harness: Annotated[list[str] | None, Option("--harness", help="Only this harness (repeatable; `*` wildcard).", show_default=False)] = None,
     outcome: Annotated[list[str] | None, Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
