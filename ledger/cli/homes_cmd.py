@@ -35,10 +35,10 @@ def list_(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> Non
     if json_:
         print_json(rows)
         return
-    # the path last (folds, never cut); on a narrow terminal the machine, then the home id go
+    # the path last (cut with … last); on a narrow terminal the machine, then the home id go
     print_table([[h["id"], h["runs"], h["copies"], "yes" if h["here"] else "no", (h["home_id"] or "(none)")[:8],
                   h["machine"] or "(none)", h["path"]] for h in rows],
-                ["id", "runs", "copies", "here", "home", "machine", "path"], compact=True, drop_first=(5, 4))
+                ["id", "runs", "copies", "here", "home", "machine", "path"], drop_first=(5, 4))
 
 
 @app.command("forget")

@@ -16,10 +16,14 @@ IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (Non
 
 TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "exit", "duration", "in", "out", "cost $",
                  "gaps", "subjects", "command")
-# hidden in this order on a narrow terminal: the id (pasted into `ledger show`), the outcome
-# and the cost are kept whole. The command is display text: it is cut (…) to the room left
-# before it is hidden, and hidden before anything but the gaps and the harness.
-DROP_FIRST = (10, 2, 12, 5, 11, 6, 3, 7, 8, 1)
+# hidden in this order on a narrow terminal, after the columns no row has a value in (every
+# cell `—`: e.g. the exit code and command of imported sessions): the id (pasted into `ledger
+# show`), the outcome and the cost are kept whole, the token counts are the last to go (at 40
+# columns they cannot fit beside those three), the model outlasts the start time (at 80 columns
+# both do not fit beside them), and no number is ever cut. The command is
+# display text: it is cut (…) to the room left before it is hidden, and hidden before
+# anything but the gaps and the harness.
+DROP_FIRST = (10, 2, 12, 5, 11, 6, 1, 3, 7, 8)
 COMMAND = 12
 COMMAND_MIN = 12  # a command cut shorter than this says little: hidden instead
 
@@ -72,34 +76,22 @@ def _fit(rows: list[list], width: int) -> tuple[list[str], list[list[str]]]:
         return sum(min(widths[k], COMMAND_MIN) if k == COMMAND else widths[k] for k in keep) + 3 * len(keep)
 
     hidden = []
-    for i in DROP_FIRST:
+    empty = [i for i in DROP_FIRST if cells and all(r[i] in ("—", "") for r in cells)]
+    for i in [*empty, *DROP_FIRST]:
         if need() <= width:
             break
-        keep.remove(i)
-        hidden.append(TABLE_COLUMNS[i])
+        if i in keep:
+            keep.remove(i)
+            hidden.append(TABLE_COLUMNS[i])
     if hidden:
         err(f"(narrow terminal: {', '.join(hidden)} not shown; widen it or use --json)")
     if COMMAND in keep:
         room = width - need() + min(widths[COMMAND], COMMAND_MIN)
+        from ledger.tables import elide
+
         for r in cells:
-            r[COMMAND] = _elide(r[COMMAND], room)
+            r[COMMAND] = elide(r[COMMAND], room)
     return [TABLE_COLUMNS[k] for k in keep], [[r[k] for k in keep] for r in cells]
-
-
-def _elide(text: str, width: int) -> str:
-    """`text` in at most `width` terminal cells, ending in `…` where it was cut."""
-    from rich.cells import cell_len
-
-    if cell_len(text) <= width:
-        return text
-    out, used = [], 0
-    for ch in text:
-        w = cell_len(ch)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out) + "…"
 
 
 def _title(n: int) -> str:
@@ -176,7 +168,9 @@ def runs(
         from ledger.cli.common import data_console
 
         header, rows = _fit([_table_row(s.to_dict()) for s in chosen], data_console().width)
-        print_table(rows, header, title=title, compact=True)
+        # (cut with … only where the terminal is narrower than the kept columns: harness, model, outcome, subjects)
+        whole = [h not in ("harness", "model", "outcome", "subjects", "command") for h in header]
+        print_table(rows, header, title=title, whole=whole)
 
 
 @handle_errors
