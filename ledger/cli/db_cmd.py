@@ -11,13 +11,9 @@ app = typer.Typer(help="Index schema migrations: show the revision, upgrade, che
 
 
 def _url(home, db):
-    import os
-    from pathlib import Path
+    from ledger.cli.common import index_url
 
-    from ledger.home import resolve_home
-    from ledger.index import db as dbmod
-
-    return dbmod.resolve_url(Path(os.path.abspath(resolve_home(home))), db)
+    return index_url(home, db)
 
 
 @app.command("current")

@@ -15,13 +15,9 @@ app = typer.Typer(help="The homes an index holds: list them, forget one.", no_ar
 
 
 def _url(home, db):
-    import os
-    from pathlib import Path
+    from ledger.cli.common import index_url
 
-    from ledger.home import resolve_home
-    from ledger.index import db as dbmod
-
-    return dbmod.resolve_url(Path(os.path.abspath(resolve_home(home))), db)
+    return index_url(home, db)
 
 
 @app.command("list")

@@ -1121,6 +1121,9 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
         rows = rows[:q.limit]
     tot = row_dict("total", totals, q)
     tot.pop("key")
+    if q.kind == "task" and info is not None:  # the tool counts of every task (the rows', --limit or not)
+        tot["tool_calls"] = sum(t.get("tool_calls") or 0 for t in info.values())
+        tot["tool_errors"] = sum(t.get("tool_errors") or 0 for t in info.values())
     pricing = _pricing(conn, q, conds, tot)
     return Report(query=q, rows=rows, totals=tot, pricing=pricing, seconds=time.perf_counter() - t0)
 
