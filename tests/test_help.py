@@ -5,6 +5,7 @@ continuation that would have fit), one style (`ledger run` too), metavars a pers
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,8 +85,11 @@ def test_help_at_80_columns_has_no_ragged_lines(path):
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(["ledger", *p]))
 def test_help_metavars_read_as_words(path):
     text = _help(path)
-    for junk in ("<str>", "<list[", "<int", "<float", "<path", "<bool>", "[x>=", "range>"):
+    for junk in ("<str>", "<list[", "<int", "<float", "<path", "<bool>", "[x>=", "range>", "{"):
         assert junk not in text, (junk, text)
+    usage = next(line for line in text.splitlines() if "Usage:" in line).strip()
+    assert re.fullmatch(r"Usage: ledger[a-z ]* \[OPTIONS\]( \[?[A-Z]+\]?(\.\.\.)?| -- CMD \[ARGS\.\.\.\]| COMMAND \[ARGS\]\.\.\.)*",
+                        usage), usage  # (an argument as Click names it: QUERY, [KIND])
 
 
 def test_run_help_is_in_the_style_of_every_other_command():

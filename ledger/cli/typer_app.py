@@ -74,7 +74,7 @@ def _readable_help() -> None:
     item, keeps its breaks). Its types read `<str>`, `<list[str]>`, `<int range> [x>=0]`: an
     option without a metavar shows what a person types (TEXT, N, PATH, NUMBER; a repeatable
     option says so in its help), an argument its name, and a count that only cannot be
-    negative no range."""
+    negative no range; the usage line names an argument as Click does (`QUERY`, `[KIND]`)."""
     import re
 
     from typer import rich_utils
@@ -118,6 +118,13 @@ def _readable_help() -> None:
         return self.metavar if self.metavar is not None else (self.name or "").upper()
 
     TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign]
+
+    def usage_name(self: TyperArgument) -> str:  # `ledger sql [OPTIONS] QUERY`, not `{query}`
+        name = (self.metavar or self.name or "").upper()
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
 
     ranged = TyperOption._get_number_range_help_str
 
