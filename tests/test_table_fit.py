@@ -112,3 +112,25 @@ def test_homes_list_is_in_the_one_style(home):
     header, rows = _body(p.stdout)
     assert header[:3] == ["id", "runs", "copies"] and len(rows) == 1
     assert not set("┃━┏│") & set(p.stdout)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("kind", ["daily", "model", "run"])
+def test_report_tables_keep_the_key_and_whole_numbers(home, width, kind):
+    """The reports' own column order (render.DROP_ORDER): at 40/80/120 columns the key column
+    and the Total stay (`report model` lost its `model` key column, named like the `run`
+    report's model column), and the cost is whole on one line."""
+    p = _ledger(home, width, "report", kind, "--tz", "UTC")
+    lines = p.stdout.splitlines()
+    assert all(len(line) <= width for line in lines), p.stdout
+    header, rows = _body(p.stdout)
+    assert header[0] == {"daily": "date", "model": "model", "run": "run"}[kind], p.stdout
+    total = next(line for line in rows if line.lstrip().startswith("Total"))
+    exact = json.loads(_ledger(home, width, "report", kind, "--tz", "UTC", "--json").stdout)
+    assert f"{exact['totals']['cost_usd']:,.4f}" in total.split()
+    for row in exact["rows"]:
+        cost = f"{row['cost_usd']:,.4f}"
+        assert any(cost in line.split() for line in rows), (row["key"], p.stdout)  # whole, on one line
+        if width >= 80:  # (at 40 columns a long key folds: the key column is text, shown whole)
+            key = str(row["key"])[:16] if kind == "run" else str(row["key"])  # (render._key_text)
+            assert any(line.split()[0] == key and cost in line.split() for line in rows), p.stdout

@@ -296,7 +296,7 @@ def _fit(cols: list[tuple[str, Any]], body: list[tuple[list[str], Any]], width: 
     for drop in DROP_ORDER:
         if sum(widths[k] for k in keep) + 3 * len(keep) <= width:
             break
-        keep = [k for k in keep if cols[k][0] != drop]
+        keep = [k for k in keep if k == 0 or cols[k][0] != drop]  # (the key stays: `report model`'s is "model")
     return keep
 
 
