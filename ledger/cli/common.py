@@ -15,7 +15,7 @@ from ledger.errors import LedgerError
 F = TypeVar("F", bound=Callable[..., Any])
 
 HomeOpt = Annotated[Path | None, Option("--home", help="Ledger home (default: $LEDGER_HOME or the user data dir).", show_default=False)]
-DbOpt = Annotated[str | None, Option("--db", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
+DbOpt = Annotated[str | None, Option("--db", metavar="URL", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
 JsonOpt = Annotated[bool, Option("--json", help="Print one JSON document.", metavar="")]
 CsvOpt = Annotated[bool, Option("--csv", help="Print CSV.", metavar="")]
 # every command's --since / --until: one syntax (ledger.report.buckets.parse_bound; docs/report.md, "Dates")
