@@ -227,6 +227,31 @@ class PushSummary(Plain):
                 + ", ".join(parts) + f" in {self.seconds:.1f} s")
 
 
+_DAMAGE = {"the store's copy cannot be opened": "unreadable", "the store's copy is not a regular file": "not a regular file",
+           "the store's copy changed after it was pushed": "changed in the store after it was pushed"}
+
+
+def conflict_error(summary: PushSummary) -> LedgerError:
+    """The error of a push with conflicts: the home's changed files, and the store's damaged
+    copies named with the store's path and what is wrong with them."""
+    home = [c for c in summary.conflicts if c.get("side") == "home"]
+    store = [c for c in summary.conflicts if c.get("side") != "home"]
+    parts, hints = [], []
+    if home:
+        n = len(home)
+        parts.append(f"{n} file{'' if n == 1 else 's'} of the home differ{'s' if n == 1 else ''} from the store's copies")
+        hints.append(CONFLICT_HINT)
+    if store:
+        where = os.path.join(summary.dest, HOMES_DIR, summary.home_id)
+        n = len(store)
+        kinds = sorted({"a symlink" if "symlink" in c["reason"] else
+                        _DAMAGE.get(c["reason"].split(" (")[0], "changed in the store") for c in store})
+        parts.append(f"the record store {where} is damaged: {n} of its copies {'is' if n == 1 else 'are'} "
+                     f"not what was pushed ({', '.join(kinds)}; each listed above)")
+        hints.append(f"restore {where} from a backup, or move it aside and push again")
+    return LedgerError("; ".join(parts) + "; nothing was overwritten", hint="; ".join(hints))
+
+
 def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -631,14 +656,43 @@ class _Pusher:
         self.safe: set[str] = set()  # store directories seen to be real directories
         # what the last push verified (see load_state): settled runs by signature, archive
         # files by their stat and the hashes of the bytes around the end pushed
-        self.old: dict[str, Any] = {"runs": {}, "files": {}}
-        self.new: dict[str, Any] = {"runs": {}, "files": {}}
+        # (held_*: what the last push verified of files it then found changed in the store: kept
+        # to say whose copy changed, never to skip one)
+        self.old: dict[str, Any] = {"runs": {}, "files": {}, "held_runs": {}, "held_files": {}}
+        self.new: dict[str, Any] = {"runs": {}, "files": {}, "held_runs": {}, "held_files": {}}
+        self.full = False  # (--full: the last push's state says whose copy changed, never what to skip)
+        self.as_pushed: str | None = None  # the settled run being pushed, when the home's is as last verified
         self.end = 0  # (the end pushed of the last append-only file: its store copy's size)
         self.changed_clients: set[str] = set()
 
     # -- per file
-    def conflict(self, rel: str, reason: str) -> None:
-        self.s.conflicts.append({"path": rel, "reason": reason})
+    def conflict(self, rel: str, reason: str, store: bool = True) -> None:
+        """A file not pushed. `store`: what is wrong is the store's copy (a symlink, not a regular
+        file, unreadable, or changed in the store while the home's file is as the last push
+        verified it); else the home's file changed (a file written once, a log rewritten)."""
+        self.s.conflicts.append({"path": rel, "reason": reason, "side": "store" if store else "home"})
+
+    def changed_in_store(self, rel: str) -> bool:
+        """The home's file is as the last push verified it (so a difference is the store's; kept
+        for the next push, held_files, so that it still says so)."""
+        ent = self.old["files"].get(rel) or self.old["held_files"].get(rel)
+        if ent is not None:
+            try:
+                st = os.lstat(os.path.join(self.home, rel))
+            except OSError:
+                return False
+            if [st.st_ino, st.st_size, st.st_mtime_ns] == ent[:3]:
+                self.new["held_files"][rel] = ent
+                return True
+            return False
+        return self.as_pushed is not None and rel.startswith(self.as_pushed + "/")
+
+    def differs(self, rel: str, home_reason: str) -> None:
+        if self.changed_in_store(rel):
+            self.conflict(rel, "the store's copy changed after it was pushed (the home's file is as the last "
+                               "push verified it)")
+        else:
+            self.conflict(rel, home_reason, store=False)
 
     # -- what the last push verified
     def load_state(self) -> None:
@@ -653,7 +707,7 @@ class _Pusher:
         except (OSError, ValueError):
             return  # (none, or unreadable: everything is compared again)
         if isinstance(doc, dict) and doc.get("v") == STATE_VERSION and doc.get("home_id") == self.s.home_id:
-            self.old = {"runs": doc.get("runs") or {}, "files": doc.get("files") or {}}
+            self.old = {k: doc.get(k) or {} for k in ("runs", "files", "held_runs", "held_files")}
 
     def save_state(self) -> None:
         import json
@@ -672,7 +726,9 @@ class _Pusher:
 
     def push_run(self, rrel: str, walk: "_Walk") -> None:
         files, sig = walk.run_listing(rrel)
-        if sig is not None and self.old["runs"].get(rrel) == sig:
+        verified = sig is not None and self.old["runs"].get(rrel) == sig
+        self.as_pushed = rrel if verified or (sig is not None and self.old["held_runs"].get(rrel) == sig) else None
+        if verified and not self.full:
             self.s.unchanged += len(files)  # (settled and untouched since the last push verified it)
             self.new["runs"][rrel] = sig
             return
@@ -680,13 +736,15 @@ class _Pusher:
         if sig is not None and any(f.endswith("/" + TERMINAL) for f in files) and \
                 all(o in ("copied", "extended", "unchanged", "replaced") for o in outcomes):
             self.new["runs"][rrel] = sig
+        elif self.as_pushed is not None and "conflict" in outcomes:
+            self.new["held_runs"][rrel] = sig
 
     def push_archive(self, item: _Item) -> str:
         """An archived log: untouched since the last push (same inode, size, mtime), nothing
         is read; else push() (which trusts the prefix hashes of the last push, see _prefix)."""
         rel = item.rel
         ent = self.old["files"].get(rel)
-        if ent is not None:
+        if ent is not None and not self.full:
             try:
                 st = os.lstat(os.path.join(self.home, rel))
             except OSError:
@@ -717,7 +775,7 @@ class _Pusher:
         (same inode, the store's copy still the size pushed, the first 4 KiB and the bytes
         before that end unchanged in the home), else compared byte for byte."""
         ent = self.old["files"].get(rel)
-        if ent is not None and ent[0] == os.fstat(src).st_ino and ent[3] == have:
+        if ent is not None and not self.full and ent[0] == os.fstat(src).st_ino and ent[3] == have:
             t = min(TAIL_BYTES, have)
             if _sha(_pread(src, min(PREFIX_BYTES, have), 0)) == ent[4] and _sha(_pread(src, t, have - t)) == ent[5]:
                 return True
@@ -772,12 +830,12 @@ class _Pusher:
                     self._copy_new(src, size, target, replace=True)
                     self.s.replaced += 1
                     return "replaced"
-                self.conflict(rel, "differs from the store's copy (a file written once was changed in the home)")
+                self.differs(rel, "differs from the store's copy (a file written once was changed in the home)")
                 return "conflict"
             # append-only: the store's bytes must be the start of the home's
             if have > size or not self._prefix(rel, src, dst, have):
-                self.conflict(rel, "the store's copy is not the start of the home's file "
-                                   "(the home's file was rewritten or shrank)")
+                self.differs(rel, "the store's copy is not the start of the home's file "
+                                  "(the home's file was rewritten or shrank)")
                 return "conflict"
             end = _lines_end(src, have, size) if item.kind == LINES else _frames_end(src, have, size)
             if end <= have:
@@ -1014,8 +1072,8 @@ def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: 
     p.pending = pending  # (push() removes what a failed batch left under temporary names)
     with _Lock(os.path.join(dest_home, LOCK_FILE)):
         _check_pushed_from(dest_home, home_abs, uid, here)
-        if not full:
-            p.load_state()
+        p.full = full
+        p.load_state()
         p.push(_Item(HOME_ID_FILE, ONCE))
         runs = walk.run_dirs()
         clients = list(walk.archive_items())

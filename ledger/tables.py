@@ -1,8 +1,9 @@
 """Tables that print fast: the lines Rich's Table draws for a table that fits (issue 10).
 
 Rich measures and renders every cell of a Table on its own (a 200-row report: ~80-160 ms).
-Ledger's tables are plain: one line per row, in a box (`SIMPLE_HEAD` without edge padding
-for `ledger runs` and the reports, Rich's default `HEAVY_HEAD` for `ledger sql`). When such a
+Ledger's tables are plain: one line per row, in one box (`SIMPLE_HEAD` without edge padding:
+`ledger runs`, `sql`, `homes list` and the reports), fitted to the terminal by `fit` (numbers
+never cut, text cut with `…`). When such a
 table fits the console at its natural width, nothing needs measuring beyond each cell's
 length, and `draw()` writes exactly what Rich would (tests/test_tables.py compares them byte
 for byte, styles included), as one Text. A table that does not fit (columns to shrink,
@@ -145,3 +146,87 @@ def plain_stdout() -> int | None:
         except (AttributeError, ValueError, OSError):
             continue
     return 80
+
+
+def elide(text: str, width: int) -> str:
+    """`text` in at most `width` terminal cells, ending in `…` where it was cut."""
+    from rich.cells import cell_len
+
+    if cell_len(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = cell_len(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+EMPTY = ("", "—")
+TEXT_MIN = 8  # a text column is cut (…) to no fewer cells than this before columns are hidden
+
+
+def fit(width: int, headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool],
+        drop_first: Sequence[int] = (), keep_always: Sequence[int] = (0,)) -> tuple[list[int], list[list[str]], list[str]]:
+    """The one rule of every table ledger prints (`ledger runs`, `sql`, `homes list`; the
+    reports keep their columns by render.DROP_ORDER): a table wider than `width` first hides
+    its empty columns (every cell `—` or blank), then the `drop_first` columns in that order,
+    then cuts its text columns (…, the widest first, to TEXT_MIN cells), and last hides
+    columns from the right. A number (a `numeric` column) is never cut nor split: a cut number
+    reads as another number (its header may be cut). Returns the columns kept, the rows as printed (headers first, one
+    line each) and the names hidden (for a note on stderr). The SIMPLE_HEAD box without edge
+    padding takes sum(widths) + 3 * columns - 1 cells."""
+    from rich.cells import cell_len
+
+    n = len(headers)
+    widths = [max([cell_len(headers[i])] + [cell_len(r[i]) for r in rows]) for i in range(n)]
+    keep = list(range(n))
+    shown = list(widths)
+
+    def need() -> int:
+        return sum(shown[k] for k in keep) + 3 * len(keep) - 1
+
+    hidden: list[str] = []
+
+    def hide(i: int) -> None:
+        keep.remove(i)
+        hidden.append(headers[i])
+
+    if rows:
+        for i in range(n):
+            if need() <= width:
+                break
+            if i not in keep_always and all(r[i] in EMPTY for r in rows):
+                hide(i)
+    for i in drop_first:
+        if need() <= width:
+            break
+        if i in keep and i not in keep_always:
+            hide(i)
+    # the floor of a column: a text column TEXT_MIN cells (or its width); a number column its
+    # widest number (its header may be cut to TEXT_MIN)
+    floor = [min(widths[i], TEXT_MIN) if not numeric[i] else
+             max([cell_len(r[i]) for r in rows] + [min(cell_len(headers[i]), TEXT_MIN)]) for i in range(n)]
+    while need() > width:
+        cut = [k for k in keep if shown[k] > floor[k]]
+        if not cut:
+            break
+        widest = max(cut, key=lambda k: (shown[k], k))
+        others = [shown[k] for k in cut if k != widest]
+        shown[widest] -= max(1, min(need() - width, shown[widest] - floor[widest],
+                                    shown[widest] - max(others + [floor[widest]])))
+    for i in reversed(list(keep)):
+        if need() <= width or len(keep) == 1:
+            break
+        if i not in keep_always:
+            hide(i)
+    while need() < width:  # (room a hidden column left: the cut columns take it back, narrowest first)
+        short = [k for k in keep if shown[k] < widths[k]]
+        if not short:
+            break
+        shown[min(short, key=lambda k: (shown[k], k))] += 1
+    out = [[elide(headers[k], shown[k]) for k in keep]]
+    out += [[r[k] if numeric[k] else elide(r[k], shown[k]) for k in keep] for r in rows]
+    return keep, out, hidden

@@ -192,8 +192,8 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
 
     store, home = home, single_home(home, "runs")
     url, homes, current = _index(store, db, notify, named)
-    # the database returns the default window's candidates; an earlier --since needs them all
-    wide = all_ or (filters is not None and filters.since is not None)
+    # the database returns the default window's candidates; a --since / --until range needs them all
+    wide = all_ or (filters is not None and (filters.ranged or filters.since is not None or filters.until is not None))
 
     def read() -> Any:
         # the rule picks among light candidates; only the runs it shows become full snapshots

@@ -293,7 +293,8 @@ def test_the_check_agrees_with_the_indexer_it_mirrors():
     from ledger.records.model import ScanProblem
 
     for values in ({}, {"new": 1, "removed": 2, "rewritten": 3, "copies": 4, "absent": ["/x"], "rebuilt": True,
-                        "skipped": [ScanProblem("/p", "why")], "seconds": 1.23456, "homes": ["/h"], "db": "d"}):
+                        "skipped": [ScanProblem("/p", "why")], "seconds": 1.23456, "homes": ["/h"], "db": "d",
+                        "sessions_new": 7, "sessions_updated": 2}):
         a, b = fresh.IndexSummary(**values), indexer.IndexSummary(**values)
         assert a.to_dict() == b.to_dict() and a.line() == b.line()
 

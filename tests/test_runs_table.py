@@ -131,7 +131,9 @@ def test_runs_filters_match_the_records_path(tmp_path):
     import orjson
 
     from indexhelpers import cli, json_stream
-    from ledger.records.selection import RunFilter, parse_since, select
+    from datetime import datetime, timezone
+
+    from ledger.records.selection import RunFilter, select
     from ledger.views import scan_records
 
     home = tmp_path / "home"
@@ -145,7 +147,10 @@ def test_runs_filters_match_the_records_path(tmp_path):
         (["--outcome", "failed", "--outcome", "completed"], RunFilter(outcome=["failed", "completed"])),
         (["--subject", "task:LOO-*"], RunFilter(subject=["task:LOO-*"])),
         (["--skill", "rev*"], RunFilter(skill=["rev*"])),
-        (["--since", "2019-12-31"], RunFilter(since=parse_since("2019-12-31"))),
+        (["--since", "2019-12-31", "--tz", "UTC"], RunFilter(since=datetime(2019, 12, 31, tzinfo=timezone.utc))),
+        (["--until", "2020-01-02T03:04:06Z"], RunFilter(until=datetime(2020, 1, 2, 3, 4, 6, tzinfo=timezone.utc))),
+        (["--since", "2020-01-02", "--until", "2020-01-02", "--tz", "Asia/Tokyo"],
+         RunFilter(since=datetime(2020, 1, 1, 15, tzinfo=timezone.utc), until=datetime(2020, 1, 2, 15, tzinfo=timezone.utc))),
         (["--limit", "1"], RunFilter(limit=1)),
         (["--all", "--limit", "2"], RunFilter(limit=2)),
     ]
@@ -181,14 +186,20 @@ def test_a_bad_since_is_a_usage_error(tmp_path, value):
 
 
 def test_parse_since():
-    from datetime import datetime, timezone
+    """`ledger runs --since` reads the one --since syntax (ledger.report.buckets.parse_bound;
+    its own tests: tests/test_dates.py): in UTC, what it read before."""
+    from datetime import date, datetime, timezone
 
-    from ledger.records.selection import _stamp, parse_since
+    from ledger.records.selection import _stamp
+    from ledger.report.buckets import parse_bound, utc_range
+
+    def parse_since(text, now):
+        return utc_range(parse_bound(text, "--since", timezone.utc, now), None, timezone.utc)[0]
 
     now = datetime(2026, 3, 8, 12, 30, tzinfo=timezone.utc)
     assert parse_since("7d", now) == datetime(2026, 3, 1, 12, 30, tzinfo=timezone.utc)
     assert parse_since("24h", now) == datetime(2026, 3, 7, 12, 30, tzinfo=timezone.utc)
     assert parse_since("today", now) == datetime(2026, 3, 8, tzinfo=timezone.utc)
-    assert parse_since("Yesterday", now) == datetime(2026, 3, 7, tzinfo=timezone.utc)
+    assert parse_bound("Yesterday", "--since", timezone.utc, now) == date(2026, 3, 7)
     assert parse_since("2026-03-01", now) == datetime(2026, 3, 1, tzinfo=timezone.utc)
     assert _stamp(parse_since("999999999d", now)) == "0001-01-01T00:00:00.000000Z"  # padded, not '1-01-01'

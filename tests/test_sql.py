@@ -97,7 +97,7 @@ def test_select_json_csv_table(home, indexed):
     assert lines[1].endswith(",claude-sonnet-4-5,claude,completed,15,0.25")
     assert lines[2].endswith(",gpt-5,codex,failed,15,")
     res = cli("sql", q, "--db", db_url)
-    assert res.exit_code == 0 and "gpt-5" in res.stdout and "┃ run_id" in res.stdout
+    assert res.exit_code == 0 and "gpt-5" in res.stdout and res.stdout.splitlines()[1].startswith(" run_id ")
     # stdin, aggregates, the other views
     res = cli("sql", "-", "--json", "--db", db_url, input="SELECT count(*) AS n, sum(input_tokens) AS tokens FROM runs_v")
     assert orjson.loads(res.stdout) == [{"n": 2, "tokens": 30}]

@@ -34,7 +34,7 @@ CASES = [
     (["report", "--tz", "Nowhere/Bogus"], "unknown time zone 'Nowhere/Bogus'", "--tz America/New_York"),
     (["report", "--tz", "/etc/passwd"], "unknown time zone", "--tz America/New_York"),
     (["report", "--since", "03/08/2026"], "YYYY-MM-DD", "--since 2026-03-01"),
-    (["report", "--until", "2026-02-30"], "is not a date", "--until 2026-03-01"),
+    (["report", "--until", "2026-02-30"], "is not a day, a time or a time ago", "--until 2026-03-01"),
     (["report", "--since", "2026-03-09", "--until", "2026-03-08"], "is before --since", "`ledger report --help`"),
     (["runs", "--json", "--csv"], "--json and --csv cannot be used together", "`ledger runs --help`"),
     (["run", "--bogus", "--", "true"], "no such option: --bogus", "`ledger run --help`"),

@@ -317,3 +317,22 @@ def test_verdict_follows_liveness_running_then_abandoned(home, db_url):
     rows = json.loads(cli("runs", "--json", "--db", db_url).stdout)
     assert [(r["ok"], r["error_kind"]) for r in rows if r["id"] == run_id] == [(False, "abandoned")]
     assert stored() == [{"ok": False, "error_kind": "abandoned"}]
+
+
+def test_report_task_total_sums_the_tool_counts_of_every_task(home, db_url, monkeypatch):
+    """Issue 34: the Total row said `tool err 0/0` under rows of `2/4` and `1/2`."""
+    generated_home(home)
+    parent = _run(home, skill="review", subjects=[], outcome="completed", created_at="2026-03-08T11:00:00Z",
+                  result={"evidence": "verified"}, tools=[("Bash", "ok")])
+    _run(home, skill="deploy", subjects=["task:C"], outcome="failed", created_at="2026-03-08T11:01:00Z",
+         result={"evidence": "verified", "error": "child broke"}, tools=[("Bash", "error")], parent=_CAPS[parent])
+    doc, _ = report_json("task", "--db", db_url)
+    assert [(r["tool_errors"], r["tool_calls"]) for r in sorted(doc["rows"], key=lambda r: r["key"])] == [
+        (1, 2), (2, 4), (0, 4)]  # (the parent's task, task:A, task:B)
+    assert (doc["totals"]["tool_errors"], doc["totals"]["tool_calls"]) == (3, 10)
+    doc, _ = report_json("task", "--db", db_url, "--limit", "1")  # the totals cover every task
+    assert (doc["totals"]["tool_errors"], doc["totals"]["tool_calls"]) == (3, 10)
+    monkeypatch.setenv("COLUMNS", "240")
+    res = cli("report", "task", "--db", db_url)
+    total = next(line for line in res.stdout.splitlines() if line.strip().startswith("Total"))
+    assert total.rstrip().endswith(" 3/10"), res.stdout

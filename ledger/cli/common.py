@@ -15,9 +15,14 @@ from ledger.errors import LedgerError
 F = TypeVar("F", bound=Callable[..., Any])
 
 HomeOpt = Annotated[Path | None, Option("--home", help="Ledger home (default: $LEDGER_HOME or the user data dir).", show_default=False)]
-DbOpt = Annotated[str | None, Option("--db", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
+DbOpt = Annotated[str | None, Option("--db", metavar="URL", help="SQLAlchemy URL of the index (default: $LEDGER_DB or SQLite in the home).", show_default=False)]
 JsonOpt = Annotated[bool, Option("--json", help="Print one JSON document.", metavar="")]
 CsvOpt = Annotated[bool, Option("--csv", help="Print CSV.", metavar="")]
+# every command's --since / --until: one syntax (ledger.report.buckets.parse_bound; docs/report.md, "Dates")
+Since = Option("--since", metavar="WHEN", show_default=False,
+               help="From this day or time, in --tz: 2026-03-01, 2026-03-01T09:00, today, yesterday, or a time ago: 30m, 24h, 7d, 2w.")
+Until = Option("--until", metavar="WHEN", show_default=False,
+               help="To this day (included whole) or time, in --tz; same forms as --since.")
 
 
 def handle_errors(fn: F) -> F:
@@ -71,6 +76,18 @@ def err(message: str) -> None:
     print(plain(message, multiline=True), file=sys.stderr, flush=True)
 
 
+def index_url(home: Any, db: str | None) -> str:
+    """The index of `--home` / `--db` as every command finds it: the home's own, or a record
+    store's index/ (ledger.store.index_base), unless --db / $LEDGER_DB names another."""
+    import os
+
+    from ledger.home import resolve_home
+    from ledger.index import db as dbmod
+    from ledger.store import index_base
+
+    return dbmod.resolve_url(index_base(Path(os.path.abspath(resolve_home(home)))), db)
+
+
 def print_json(obj: Any) -> None:
     import orjson
 
@@ -105,69 +122,48 @@ def print_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> None:
 
 
 def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str | None = None,
-                footer: Sequence[Any] | None = None, compact: bool = False,
-                drop_first: Sequence[int] = ()) -> None:
-    """A Rich table. `compact`: one line per row, cells cut with an ellipsis on narrow
-    terminals (the last column folds); otherwise every cell folds so nothing is hidden.
-    `drop_first` (compact tables): columns hidden, in this order, while the table is wider
-    than the terminal, so that the key and the numbers are never cut (a cut id cannot be
-    pasted, a cut number reads as another number); stderr says which were hidden.
+                drop_first: Sequence[int] = (), whole: Sequence[bool] | None = None) -> None:
+    """A table in ledger's one style (ledger.tables: SIMPLE_HEAD, one line per row), fitted to
+    the terminal by ledger.tables.fit: empty columns hidden first, then `drop_first` in order,
+    then text cut with `…`; a number is never cut or split (a cut number reads as another
+    number); stderr names the columns hidden. `whole`: the columns never cut (default: those
+    whose values are numbers; `ledger runs` formats its numbers, and keeps its ids whole).
 
-    Headers (SQL column names), cells and footers are data: printed as stored, never read as
-    markup or emoji, control characters escaped (ledger.text.shown). The title is ours."""
-    from ledger.tables import draw
-    from ledger.text import plain, shown
+    Headers (SQL column names), cells are data: printed as stored, never read as markup or
+    emoji, control characters escaped (ledger.text.plain). The title is ours."""
+    from ledger.tables import draw, fit
+    from ledger.text import plain
 
-    if compact and drop_first:
-        rows = [list(r) for r in rows]
-        header, footer, rows = _fit_columns(header, footer, rows, drop_first, data_console().width)
-    if footer is None:
-        # a table that fits is written as Rich would draw it, without measuring every cell (issue 10)
-        rows = [[plain("—" if v is None else v) for v in r] for r in rows]
-        if draw(data_console(), [plain(h) for h in header], ["left"] * len(header), [(r, None, False) for r in rows],
-                title=title, box="SIMPLE_HEAD" if compact else "HEAVY_HEAD", pad_edge=not compact):
-            return
+    rows = [list(r) for r in rows]
+    numeric = [bool(rows) and all(_is_number(r[i]) for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
+               for i in range(len(header))]
+    cells = [[plain("—" if v is None else v) for v in r] for r in rows]
+    console = data_console()
+    keep, fitted, hidden = fit(console.width, [plain(h) for h in header], cells,
+                               numeric if whole is None else whole, drop_first)
+    if hidden:
+        err(f"(narrow terminal: {', '.join(hidden)} not shown; widen it or use --json)")
+    head, body = fitted[0], fitted[1:]
+    numeric = [numeric[k] for k in keep]
+    justify = ["right" if num else "left" for num in numeric]
+    if draw(console, head, justify, [(r, None, False) for r in body], title=title):
+        return
     from rich import box
     from rich.table import Table
 
-    table = Table(title=title, show_footer=footer is not None,
-                  **({"box": box.SIMPLE_HEAD, "pad_edge": False} if compact else {}))
-    last = len(header) - 1
-    for i, h in enumerate(header):
-        foot = shown("" if footer is None or footer[i] is None else footer[i])
-        if compact:
-            table.add_column(shown(h), footer=foot, overflow="fold" if i == last else "ellipsis", no_wrap=i != last,
-                             min_width=min(len(str(h)), 8))
-        else:
-            table.add_column(shown(h), footer=foot, overflow="fold")
-    for row in rows:
-        table.add_row(*[shown("—" if v is None else v) for v in row])
-    data_console().print(table)
+    from ledger.text import shown
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)  # (an ASCII-only console: Rich's characters)
+    for h, how in zip(head, justify):
+        table.add_column(shown(h), justify=how, no_wrap=True, overflow="ellipsis")
+    for r in body:
+        table.add_row(*[shown(c) for c in r])
+    console.print(table)
 
 
-def _fit_columns(header: Sequence[str], footer: Sequence[Any] | None, rows: list[list[Any]],
-                 drop_first: Sequence[int], width: int) -> tuple[list[str], Any, list[list[Any]]]:
-    """Hide columns (in `drop_first` order) until the compact table fits `width`."""
-    from rich.cells import cell_len
-
-    from ledger.text import plain
-
-    def cell(v: Any) -> int:
-        return cell_len(plain("—" if v is None else v))
-
-    widths = [max([len(str(h))] + [cell(r[i]) for r in rows]) for i, h in enumerate(header)]
-    keep = list(range(len(header)))
-    hidden = []
-    for i in drop_first:
-        if sum(widths[k] for k in keep) + 3 * len(keep) <= width:  # padding and gaps, with room to spare
-            break
-        if i in keep and len(keep) > 1:
-            keep.remove(i)
-            hidden.append(str(header[i]))
-    if hidden:
-        err(f"(narrow terminal: {', '.join(hidden)} not shown; widen it or use --json)")
-    pick = lambda seq: [seq[k] for k in keep]  # noqa: E731
-    return pick(header), (pick(footer) if footer is not None else None), [pick(r) for r in rows]
+def _is_number(v: Any) -> bool:
+    """An SQL number (PostgreSQL's numeric is a Decimal: named, not imported, on a warm path)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) or type(v).__name__ == "Decimal"
 
 
 def data_console(stderr: bool = False) -> Any:

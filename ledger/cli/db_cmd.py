@@ -11,13 +11,9 @@ app = typer.Typer(help="Index schema migrations: show the revision, upgrade, che
 
 
 def _url(home, db):
-    import os
-    from pathlib import Path
+    from ledger.cli.common import index_url
 
-    from ledger.home import resolve_home
-    from ledger.index import db as dbmod
-
-    return dbmod.resolve_url(Path(os.path.abspath(resolve_home(home))), db)
+    return index_url(home, db)
 
 
 @app.command("current")
@@ -31,7 +27,23 @@ def current(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> N
     if json_:
         print_json(st)
     else:
-        print(f"{st['revision'] or '(none)'} (head {st['head']}; {st['status']}{': ' + st['detail'] if st['detail'] else ''})")
+        print(current_line(st))
+
+
+def current_line(st: dict) -> str:
+    """`ledger db current` for people: the revision and what it means (--json has the fields)."""
+    rev, head, kind, where, detail = st["revision"], st["head"], st["status"], st["db"], st["detail"]
+    if kind == "missing":
+        return f"no index at {where} yet (this ledger's schema is {head}; `ledger index` creates it)"
+    if kind == "fresh":
+        return f"no ledger tables in {where} yet (this ledger's schema is {head}; `ledger index` creates them)"
+    if kind == "ok":
+        return f"{rev} (the newest revision this ledger knows)"
+    if kind == "upgrade":
+        return f"{rev} (older than this ledger's {head}: `ledger db upgrade` migrates it)"
+    if kind == "corrupt":
+        return f"the index {where} is {detail} (this ledger's schema is {head})"
+    return f"{rev or 'no revision'}: {where}: {detail or kind} (this ledger's schema is {head})"
 
 
 @app.command("upgrade")

@@ -11,7 +11,7 @@ from ledger.cli.common import handle_errors
 
 
 @handle_errors
-def demo(home: Annotated[Optional[str], typer.Option("--home", help="Where to record (default: a separate demo home, never your real one).")] = None) -> None:
+def demo(home: Annotated[Optional[str], typer.Option("--home", metavar="PATH", help="Where to record (default: a separate demo home, never your real one).")] = None) -> None:
     """Record a few runs by replaying real Claude Code and Codex streams shipped with ledger
     through `ledger run` (no agent, no API key), then print what to try next."""
     from pathlib import Path

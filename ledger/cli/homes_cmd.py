@@ -15,13 +15,9 @@ app = typer.Typer(help="The homes an index holds: list them, forget one.", no_ar
 
 
 def _url(home, db):
-    import os
-    from pathlib import Path
+    from ledger.cli.common import index_url
 
-    from ledger.home import resolve_home
-    from ledger.index import db as dbmod
-
-    return dbmod.resolve_url(Path(os.path.abspath(resolve_home(home))), db)
+    return index_url(home, db)
 
 
 @app.command("list")
@@ -35,10 +31,10 @@ def list_(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> Non
     if json_:
         print_json(rows)
         return
-    # the path last (folds, never cut); on a narrow terminal the machine, then the home id go
+    # the path last (cut with … last); on a narrow terminal the machine, then the home id go
     print_table([[h["id"], h["runs"], h["copies"], "yes" if h["here"] else "no", (h["home_id"] or "(none)")[:8],
                   h["machine"] or "(none)", h["path"]] for h in rows],
-                ["id", "runs", "copies", "here", "home", "machine", "path"], compact=True, drop_first=(5, 4))
+                ["id", "runs", "copies", "here", "home", "machine", "path"], drop_first=(5, 4))
 
 
 @app.command("forget")

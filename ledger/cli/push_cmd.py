@@ -35,7 +35,7 @@ def push(
 
     from ledger.errors import LedgerError
     from ledger.home import resolve_home
-    from ledger.store import CONFLICT_HINT, push as push_home
+    from ledger.store import conflict_error, push as push_home
 
     dest = to if to is not None else os.environ.get("LEDGER_STORE") or None
     if not dest:
@@ -52,9 +52,7 @@ def push(
     else:
         err(summary.line())
     if summary.conflicts:
-        n = len(summary.conflicts)
-        raise LedgerError(f"{n} file{'' if n == 1 else 's'} of the home differ{'s' if n == 1 else ''} from "
-                          f"the store's copies; nothing was overwritten", hint=CONFLICT_HINT)
+        raise conflict_error(summary)
 
 
 class _progress:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 from ledger.cli.common import (
-    CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, usage_error,
+    CsvOpt, DbOpt, HomeOpt, JsonOpt, Since, Until, err, exclusive_formats, handle_errors, usage_error,
 )
 from ledger.cli.params import Argument, Option
 from ledger.report.kinds import (
@@ -38,9 +38,9 @@ def _filter(name: str) -> object:
 def report(
     kind: Annotated[str, Argument(help=" | ".join(KINDS + EXTRA_KINDS),
                                         show_default=True)] = "daily",
-    since: Annotated[str | None, Option("--since", help="First day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
-    until: Annotated[str | None, Option("--until", help="Last day, YYYY-MM-DD or YYYYMMDD (inclusive, in --tz).", show_default=False)] = None,
-    tz: Annotated[str | None, Option("--tz", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
+    since: Annotated[str | None, Since] = None,
+    until: Annotated[str | None, Until] = None,
+    tz: Annotated[str | None, Option("--tz", metavar="ZONE", help="IANA time zone of the buckets and of --since/--until (default: the local zone).", show_default=False)] = None,
     week_start: Annotated[str, Option("--week-start", help=f"{' | '.join(WEEK_STARTS)} (weekly reports).")] = "monday",
     harness: Annotated[ListOpt, _filter("harness")] = None,
     model: Annotated[ListOpt, _filter("model")] = None,
@@ -111,7 +111,7 @@ def report(
 
     from ledger.home import home_named, resolve_home
     from ledger.report.aggregate import ReportQuery
-    from ledger.report.buckets import ReportError, parse_day, resolve_zone, utc_range
+    from ledger.report.buckets import ReportError, parse_bound, resolve_zone, utc_range
     from ledger.report.service import build_report
 
     if limit is not None:
@@ -120,9 +120,9 @@ def report(
         if not known_outcome(value):
             raise usage_error(f"{value!r} is not one of {', '.join(OUTCOMES)}", param_hint="--outcome")
     try:  # a date or zone the report cannot use is a usage mistake, found before any work
-        since_day = parse_day(since, "--since") if since else None
-        until_day = parse_day(until, "--until") if until else None
         zone, zone_name = resolve_zone(tz, warn=err, fixed_utc=True)
+        since_day = parse_bound(since, "--since", zone) if since is not None else None
+        until_day = parse_bound(until, "--until", zone) if until is not None else None
         utc_range(since_day, until_day, zone)  # --until before --since
     except ReportError as exc:
         raise usage_error(exc.message, hint=exc.hint) from None

@@ -98,6 +98,32 @@ def _float(opts: dict[str, Any], key: str, flag: str) -> float | None:
     return f
 
 
+# `ledger run --help`'s options: (option, metavar (None: a flag), help). ledger.cli.typer_app
+# shows them in Typer's own style (they are parsed by parse_run_args, not by Typer).
+RUN_HELP: tuple[tuple[str, str | None, str], ...] = (
+    ("--harness", "NAME", f"How to read the stream: {'|'.join(HARNESS_CHOICES)} (auto: from the executable's name)."),
+    ("--subject", "SEL", "What the run is for, e.g. task:LOO-265 (repeatable)."),
+    ("--skill", "NAME", "The skill this run exercises (recorded)."),
+    ("--model", "NAME", "The model (default: the harness's own model flag)."),
+    ("--timeout", "SECONDS", "Stop the agent after SECONDS (outcome interrupted, exit 124)."),
+    ("--home", "PATH", "Ledger home (default: $LEDGER_HOME or the user data dir)."),
+    ("--json", None, "Print one JSON object: run id, outcome, tokens, cost, evidence."),
+    ("--redact", "NAME", "Another environment variable whose value must never be persisted (repeatable)."),
+    ("--expect-skill", "NAME", "skill-not-invoked unless the stream proves a successful Skill tool call of NAME; "
+                               "the run then exits 123 (when the agent itself exited 0)."),
+    ("--no-fail", None, "With --expect-skill: exit with the agent's own code (the verdict is recorded all the same)."),
+    ("--max-cost", "USD", "Stop the agent once its running cost passes USD (exit 125; estimated from the tokens "
+                          "seen so far: Claude reports them as it goes, Codex and Gemini only at the end)."),
+    ("--progress", None, "Live progress on stderr (default: when stderr is a terminal)."),
+    ("--no-progress", None, "No live progress."),
+    ("--arm", "NAME", "The arm this run belongs to, for `ledger report compare`."),
+    ("--repeat", "N", "Run the command N times, each trial its own run (its trial number recorded), "
+                      "all children of one parent run."),
+    ("--jobs", "K", "With --repeat: at most K trials at once (default 1)."),
+)
+RUN_USAGE = "[OPTIONS] -- CMD [ARGS...]"
+
+
 @handle_errors
 def run(ctx: typer.Context) -> None:
     """Run an agent ({agents}) or any command headless and record it.
@@ -109,57 +135,15 @@ def run(ctx: typer.Context) -> None:
     ledger reads the agent's stdout itself, keeps the redacted raw stream as evidence, maps
     it to usage and conversation events, and exits with the agent's exit code (124 on
     --timeout, 125 on --max-cost, 128+N when stopped by signal N, 123 when the
-    --expect-skill skill was not invoked). For agents the final
-    answer is printed on stdout; a plain command's stdout passes through unchanged (to
-    stderr with --json, so that stdout holds one JSON object).
-
-    \b
-    Usage: ledger run [OPTIONS] -- CMD [ARGS...]
-    \b
-    Options:
-      --harness {harness_choices}
-                              how to read the stream (auto: the executable's name)
-      --subject SEL           what the run is for, e.g. task:LOO-265 (repeatable)
-      --skill NAME            the skill this run exercises (recorded)
-      --model NAME            the model (default: the harness's own model flag)
-      --timeout SECONDS       stop the agent after SECONDS (outcome interrupted)
-      --home PATH             ledger home (default: $LEDGER_HOME or the user data dir)
-      --json                  print one JSON object: run id, outcome, tokens, cost, evidence
-      --redact NAME           another env var whose value must never be persisted (repeatable)
-      --expect-skill NAME     skill-not-invoked unless the stream proves a successful
-                              Skill tool call of NAME; the run then exits 123 (when the
-                              agent itself exited 0)
-      --no-fail               with --expect-skill: exit with the agent's own code (the
-                              verdict is recorded all the same)
-      --max-cost USD          stop the agent once its running cost passes USD (estimated
-                              from the tokens seen so far: Claude reports them as it goes,
-                              Codex and Gemini only at the end)
-      --progress/--no-progress
-                              live progress on stderr (default: when it is a terminal)
-      --arm NAME              the arm this run belongs to, for `ledger report compare`
-      --repeat N              run the command N times, each trial its own run (its trial
-                              number recorded), all children of one parent run
-      --jobs K                with --repeat: at most K trials at once (default 1)
+    --expect-skill skill was not invoked). For agents the final answer is printed on
+    stdout; a plain command's stdout passes through unchanged (to stderr with --json, so
+    that stdout holds one JSON object).
     """
     _exit(execute(list(ctx.args)))
 
 
 # the harnesses in the help come from the adapter registry (Typer reads the docstring)
-run.__doc__ = (run.__doc__ or "").replace("{agents}", ", ".join(AGENT_LABELS)).replace(
-    "{harness_choices}", "|".join(HARNESS_CHOICES))
-
-
-def help_text() -> str:
-    """`ledger run --help`: the docstring as written (one Usage line first, the option table
-    not re-wrapped); Typer's own rendering would add a second Usage line and re-wrap it."""
-    import inspect
-
-    doc = inspect.cleandoc(run.__doc__ or "")
-    intro, _, rest = doc.partition("\b\nUsage:")
-    usage, _, options = rest.partition("\n")
-    options = options.replace("\b\n", "")
-    return (f"Usage:{usage}\n\n{intro.strip()}\n\n{options.rstrip()}\n"
-            f"  --help                  show this message and exit\n")
+run.__doc__ = (run.__doc__ or "").replace("{agents}", ", ".join(AGENT_LABELS))
 
 
 def execute(args: list[str]) -> int:
@@ -351,14 +335,13 @@ def main_fast(argv: list[str]) -> None:
     """`ledger run ARGV` without Typer's argument processing, for `ledger.cli.app.main` to
     call before `app()` when `sys.argv[1] == "run"`: Typer 0.29 imports Pydantic (~70 ms) to
     coerce even its own `--help` option, most of `ledger run`'s launch overhead. Returns
-    without doing anything when ledger's own options ask for `--help` (Typer prints it);
+    without doing anything when ledger's own options ask for `--help` (Typer prints it, in
+    every command's style: ledger.cli.typer_app.RunCommand);
     otherwise it exits (the child's code, 2 on a usage error, 1 on a ledger error)."""
     import os
 
     head = argv[: argv.index("--")] if "--" in argv else argv
     if "--help" in head and not any(not a.startswith("-") for a in head[: head.index("--help")]):
-        print(help_text(), end="")
-        _exit(0)
         return
     try:
         code = execute(list(argv))

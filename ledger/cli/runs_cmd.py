@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
+from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, Since, Until, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
 from ledger.cli.params import Argument, Option
 
 # cost_usd / cost_basis: the run's cost as `ledger report run` has it (cost auto; issue 26)
@@ -18,10 +18,14 @@ IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (Non
 
 TABLE_COLUMNS = ("id", "started (UTC)", "harness", "model", "outcome", "exit", "duration", "in", "out", "cost $",
                  "gaps", "subjects", "command")
-# hidden in this order on a narrow terminal: the id (pasted into `ledger show`), the outcome
-# and the cost are kept whole. The command is display text: it is cut (…) to the room left
-# before it is hidden, and hidden before anything but the gaps and the harness.
-DROP_FIRST = (10, 2, 12, 5, 11, 6, 3, 7, 8, 1)
+# hidden in this order on a narrow terminal, after the columns no row has a value in (every
+# cell `—`: e.g. the exit code and command of imported sessions): the id (pasted into `ledger
+# show`), the outcome and the cost are kept whole, the token counts are the last to go (at 40
+# columns they cannot fit beside those three), the model outlasts the start time (at 80 columns
+# both do not fit beside them), and no number is ever cut. The command is
+# display text: it is cut (…) to the room left before it is hidden, and hidden before
+# anything but the gaps and the harness.
+DROP_FIRST = (10, 2, 12, 5, 11, 6, 1, 3, 7, 8)
 COMMAND = 12
 COMMAND_MIN = 12  # a command cut shorter than this says little: hidden instead
 
@@ -83,34 +87,22 @@ def _fit(rows: list[list], width: int) -> tuple[list[str], list[list[str]]]:
         return sum(min(widths[k], COMMAND_MIN) if k == COMMAND else widths[k] for k in keep) + 3 * len(keep)
 
     hidden = []
-    for i in DROP_FIRST:
+    empty = [i for i in DROP_FIRST if cells and all(r[i] in ("—", "") for r in cells)]
+    for i in [*empty, *DROP_FIRST]:
         if need() <= width:
             break
-        keep.remove(i)
-        hidden.append(TABLE_COLUMNS[i])
+        if i in keep:
+            keep.remove(i)
+            hidden.append(TABLE_COLUMNS[i])
     if hidden:
         err(f"(narrow terminal: {', '.join(hidden)} not shown; widen it or use --json)")
     if COMMAND in keep:
         room = width - need() + min(widths[COMMAND], COMMAND_MIN)
+        from ledger.tables import elide
+
         for r in cells:
-            r[COMMAND] = _elide(r[COMMAND], room)
+            r[COMMAND] = elide(r[COMMAND], room)
     return [TABLE_COLUMNS[k] for k in keep], [[r[k] for k in keep] for r in cells]
-
-
-def _elide(text: str, width: int) -> str:
-    """`text` in at most `width` terminal cells, ending in `…` where it was cut."""
-    from rich.cells import cell_len
-
-    if cell_len(text) <= width:
-        return text
-    out, used = [], 0
-    for ch in text:
-        w = cell_len(ch)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out) + "…"
 
 
 def _title(n: int) -> str:
@@ -189,7 +181,9 @@ def runs(
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
     all_: Annotated[bool, Option("--all", help="Every run (default: last 7 days, at most 50, plus unterminated runs).", metavar="")] = False,
-    since: Annotated[str | None, Option("--since", help="Runs started since: YYYY-MM-DD (UTC), 7d, 24h, today, yesterday.", show_default=False)] = None,
+    since: Annotated[str | None, Since] = None,
+    until: Annotated[str | None, Until] = None,
+    tz: Annotated[str | None, Option("--tz", metavar="ZONE", help="IANA time zone of --since/--until (default: the local zone).", show_default=False)] = None,
     limit: Annotated[int | None, Option("--limit", help="At most this many runs (default 50 without --all).", min=0, show_default=False)] = None,
     harness: Annotated[list[str] | None, Option("--harness", help="Only this harness (repeatable; `*` wildcard).", show_default=False)] = None,
     outcome: Annotated[list[str] | None, Option("--outcome", help="Only this outcome or state: completed, failed, interrupted, running, abandoned, unknown, unreadable (repeatable).", show_default=False)] = None,
@@ -201,17 +195,25 @@ def runs(
     """List runs, newest first (from the index, brought up to date with the records first)."""
     exclusive_formats(json_, csv_)
     from ledger.errors import LedgerError
-    from ledger.records.selection import RunFilter, parse_since
+    from ledger.records.selection import RunFilter
     from ledger.views import indexed_selection
 
     from ledger.cli.common import usage_error
 
-    try:
-        cutoff = parse_since(since) if since is not None else None
+    start = end = None
+    try:  # (the zone is read only for a range: a warm `ledger runs` loads no zone database)
+        if since is not None or until is not None or tz is not None:
+            from ledger.report.buckets import parse_bound, resolve_zone, utc_range
+
+            zone, _name = resolve_zone(tz, warn=err, fixed_utc=True)
+            start, end = utc_range(parse_bound(since, "--since", zone, command="runs") if since is not None else None,
+                                   parse_bound(until, "--until", zone, command="runs") if until is not None else None,
+                                   zone)
     except LedgerError as exc:
         raise usage_error(exc.message, hint=exc.hint) from None
     filters = RunFilter(harness=harness or (), outcome=outcome or (), subject=subject or (), skill=skill or (),
-                        source=source or (), since=cutoff, limit=limit)
+                        source=source or (), since=start, until=end, limit=limit,
+                        ranged=since is not None or until is not None)
     sel = indexed_selection(_home(home), db, all_, err, filters=filters, named=_named(home))
     chosen = sel.runs
     if tree:
@@ -246,7 +248,9 @@ def runs(
         from ledger.cli.common import data_console
 
         header, rows = _fit([_table_row(s.to_dict()) for s in chosen], data_console().width)
-        print_table(rows, header, title=title, compact=True)
+        # (cut with … only where the terminal is narrower than the kept columns: harness, model, outcome, subjects)
+        whole = [h not in ("harness", "model", "outcome", "subjects", "command") for h in header]
+        print_table(rows, header, title=title, whole=whole)
 
 
 @handle_errors

@@ -16,7 +16,7 @@ _OPTIONS = ("--json", "--csv", "--home", "--db", "--timeout", "--role", "--help"
 _OPTION_LIKE = re.compile(r"--?[A-Za-z][\w-]*(=.*)?", re.S)
 HINT_DASH = ("options go before the query; a query that starts with `-` (an SQL comment) goes after `--` "
              "(ledger sql -- \"-- note ...\") or on stdin (ledger sql - < query.sql)")
-BLOB_SHOWN = 32  # bytes of a blob shown in the table (--json / --csv print all of it)
+BLOB_SHOWN = 16  # bytes of a blob shown in the table (--json / --csv print all of it): with its size, in 80 columns
 
 DEFAULT_TIMEOUT = 300.0  # = ledger.index.sqlro.DEFAULT_TIMEOUT (not imported: CLI start-up stays light)
 

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from ledger.cli import run_cmd, runs_cmd
 from ledger.cli import db_cmd, homes_cmd, import_cmd, index_cmd, sql_cmd
@@ -79,6 +79,78 @@ def _flags_without_type() -> None:
 
 _flags_without_type()
 
+
+def _readable_help() -> None:
+    """Typer 0.29 keeps a docstring's single line breaks after its first paragraph, so Rich's
+    re-wrap leaves ragged lines (`A run belongs` / `to the` / `bucket of...`): a paragraph
+    is one line of text for Rich to wrap (a `\\b` paragraph, or a line that starts a list
+    item, keeps its breaks). Its types read `<str>`, `<list[str]>`, `<int range> [x>=0]`: an
+    option without a metavar shows what a person types (TEXT, N, PATH, NUMBER; a repeatable
+    option says so in its help), an argument its name, and a count that only cannot be
+    negative no range; the usage line names an argument as Click does (`QUERY`, `[KIND]`)."""
+    import re
+
+    from typer import rich_utils
+    from typer.core import TyperArgument, TyperOption
+
+    def fix_linebreaks(paragraphs: list[str], markup_mode: Any) -> str:
+        return "\n\n".join(p if p.startswith("\b") else re.sub(r"\n(?!\s*[-*] )\s*", " ", p) for p in paragraphs)
+
+    rich_utils._fix_linebreaks = fix_linebreaks
+    command_help = rich_utils._make_command_help
+
+    def first_paragraph(*, help_text: str, markup_mode: Any) -> Any:  # (a group's list of commands)
+        return command_help(help_text=fix_linebreaks(help_text.split("\n\n")[:1], markup_mode), markup_mode=markup_mode)
+
+    rich_utils._make_command_help = first_paragraph
+
+    def readable(param: Any, ctx: Any) -> str:
+        label = (param.display_type(ctx) or "").strip("<>")
+        if label.startswith("list[") and label.endswith("]"):
+            label = label[5:-1]  # (repeatable: its help says so)
+        if label.startswith("int"):
+            return "N"
+        if label.startswith("float"):
+            return "NUMBER"
+        if label in ("str", "text", ""):
+            return "TEXT"
+        if "|" in label:
+            return label  # (choices)
+        return "PATH" if label in ("file", "directory", "path", "Path") else "TEXT"
+
+    shown = TyperOption.display_type_rich
+
+    def option_type(self: TyperOption, ctx: Any) -> str | None:
+        if self.metavar is not None or (self.is_flag and not self.count):
+            return shown(self, ctx)
+        return readable(self, ctx)
+
+    TyperOption.display_type_rich = option_type  # type: ignore[method-assign]
+
+    def argument_type(self: TyperArgument, ctx: Any) -> str | None:
+        return self.metavar if self.metavar is not None else (self.name or "").upper()
+
+    TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign]
+
+    def usage_name(self: TyperArgument) -> str:  # `ledger sql [OPTIONS] QUERY`, not `{query}`
+        name = (self.metavar or self.name or "").upper()
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
+
+    ranged = TyperOption._get_number_range_help_str
+
+    def range_text(self: TyperOption) -> str | None:
+        if self.min == 0 and self.max is None:
+            return None  # (a count: N says it)
+        return ranged(self)
+
+    TyperOption._get_number_range_help_str = range_text  # type: ignore[method-assign]
+
+
+_readable_help()
+
 app = typer.Typer(
     name="ledger",
     cls=LedgerGroup,
@@ -109,7 +181,36 @@ def _root(
     """An evidence ledger for AI coding-agent runs: immutable records, an SQL index, exact cost reports."""
 
 
-app.command("run", context_settings=run_cmd.RUN_CONTEXT)(for_typer(run_cmd.run))
+class RunCommand(TyperCommand):
+    """`ledger run`: its options are parsed by run_cmd.parse_run_args (not declared to Typer: the
+    launch budget), so its help shows run_cmd.RUN_HELP as Typer shows any command's options."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> Any:
+        return _run_help_command().format_help(ctx, formatter)
+
+
+def _run_help_command() -> Any:
+    import inspect
+
+    params = []
+    for i, (decl, metavar, text) in enumerate(run_cmd.RUN_HELP):
+        extra = {"metavar": metavar} if metavar is not None else {}
+        opt = typer.Option(decl, help=text, show_default=False, **extra)
+        kind, default = (bool, False) if metavar is None else (str | None, None)
+        params.append(inspect.Parameter(f"opt{i}", inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=Annotated[kind, opt]))
+
+    def shown(**kwargs: Any) -> None:
+        pass
+
+    shown.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    shown.__doc__ = run_cmd.run.__doc__
+    one = typer.Typer(add_completion=False)
+    one.command("run", options_metavar=run_cmd.RUN_USAGE)(shown)
+    return typer.main.get_command(one)
+
+
+app.command("run", cls=RunCommand, context_settings=run_cmd.RUN_CONTEXT)(for_typer(run_cmd.run))
 app.command("runs")(for_typer(runs_cmd.runs))
 app.command("show")(for_typer(runs_cmd.show))
 app.command("replay")(for_typer(replay_cmd.replay))

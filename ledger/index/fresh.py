@@ -64,12 +64,13 @@ class IndexSummary(Plain):
     (ledger.plainclass)."""
 
     __slots__ = ("db", "homes", "new", "updated", "unchanged", "removed", "rewritten", "records_read", "skipped",
-                 "rebuilt", "seconds", "absent", "copies")
+                 "rebuilt", "seconds", "absent", "copies", "sessions_new", "sessions_updated")
 
     def __init__(self, db: str = "", homes: list[str] | None = None, new: int = 0, updated: int = 0,
                  unchanged: int = 0, removed: int = 0, rewritten: int = 0, records_read: int = 0,
                  skipped: list[ScanProblem] | None = None, rebuilt: bool = False, seconds: float = 0.0,
-                 absent: list[str] | None = None, copies: int = 0) -> None:
+                 absent: list[str] | None = None, copies: int = 0, sessions_new: int = 0,
+                 sessions_updated: int = 0) -> None:
         self.db = db
         self.homes: list[str] = [] if homes is None else homes
         self.new = new
@@ -83,6 +84,8 @@ class IndexSummary(Plain):
         self.seconds = seconds
         self.absent: list[str] = [] if absent is None else absent
         self.copies = copies
+        self.sessions_new = sessions_new
+        self.sessions_updated = sessions_updated
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,17 +94,25 @@ class IndexSummary(Plain):
             "records_read": self.records_read,
             "skipped": [p.to_dict() for p in self.skipped], "rebuilt": self.rebuilt,
             "seconds": round(self.seconds, 3), "absent": self.absent, "copies": self.copies,
+            "sessions_new": self.sessions_new, "sessions_updated": self.sessions_updated,
         }
 
     def line(self) -> str:
-        skipped = f"{len(self.skipped)} skipped (damaged)" if self.skipped else "0 skipped"
-        extra = f", {self.removed} removed" if self.removed else ""
-        extra += f", {self.rewritten} rewritten" if self.rewritten else ""
-        extra += f", {self.copies} copies of runs counted from another home" if self.copies else ""
-        extra += f", {len(self.absent)} home(s) not here (kept)" if self.absent else ""
-        return (f"indexed: {self.new} new, {self.updated} updated, {self.unchanged} unchanged, "
-                f"{skipped}{extra} in {self.seconds:.2f}s"
-                + (" (rebuilt)" if self.rebuilt else ""))
+        return summary_line(self)
+
+
+def summary_line(s: Any) -> str:
+    """`ledger index`'s one line (both IndexSummary classes): the run records, then the
+    imported sessions (re)indexed by the pass, when there were any."""
+    skipped = f"{len(s.skipped)} skipped (damaged)" if s.skipped else "0 skipped"
+    extra = f", {s.removed} removed" if s.removed else ""
+    extra += f", {s.rewritten} rewritten" if s.rewritten else ""
+    extra += f", {s.copies} copies of runs counted from another home" if s.copies else ""
+    extra += f", {len(s.absent)} home(s) not here (kept)" if s.absent else ""
+    if s.sessions_new or s.sessions_updated:
+        extra += f"; imported sessions: {s.sessions_new:,} new, {s.sessions_updated:,} updated"
+    return (f"indexed: {s.new} new, {s.updated} updated, {s.unchanged} unchanged, "
+            f"{skipped}{extra} in {s.seconds:.2f}s" + (" (rebuilt)" if s.rebuilt else ""))
 
 
 class _Changed(Exception):

@@ -132,6 +132,8 @@ class IndexSummary:
     # another home (same run id and manifest: not counted again)
     absent: list[str] = field(default_factory=list)
     copies: int = 0
+    sessions_new: int = 0  # imported sessions (ledger.index.logsource) written for the first time
+    sessions_updated: int = 0  # ... and written again (their logs grew)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,17 +142,13 @@ class IndexSummary:
             "records_read": self.records_read,
             "skipped": [p.to_dict() for p in self.skipped], "rebuilt": self.rebuilt,
             "seconds": round(self.seconds, 3), "absent": self.absent, "copies": self.copies,
+            "sessions_new": self.sessions_new, "sessions_updated": self.sessions_updated,
         }
 
     def line(self) -> str:
-        skipped = f"{len(self.skipped)} skipped (damaged)" if self.skipped else "0 skipped"
-        extra = f", {self.removed} removed" if self.removed else ""
-        extra += f", {self.rewritten} rewritten" if self.rewritten else ""
-        extra += f", {self.copies} copies of runs counted from another home" if self.copies else ""
-        extra += f", {len(self.absent)} home(s) not here (kept)" if self.absent else ""
-        return (f"indexed: {self.new} new, {self.updated} updated, {self.unchanged} unchanged, "
-                f"{skipped}{extra} in {self.seconds:.2f}s"
-                + (" (rebuilt)" if self.rebuilt else ""))
+        from ledger.index.fresh import summary_line
+
+        return summary_line(self)
 
 
 Progress = Callable[[int, int], None]  # (done, total)

@@ -484,6 +484,9 @@ class LogPass:
             fp = _fingerprint(s, links.get(sid), version)
             if everything or old.get(rid) != fp:
                 write.append((rid, s, fp))
+        summary = self.ctx.summary
+        summary.sessions_new += sum(1 for rid, _, _ in write if rid not in old)
+        summary.sessions_updated += sum(1 for rid, _, _ in write if rid in old)
         stale = [rid for rid in old if rid not in {row_id(src.spec.harness, sid) for sid in sessions}]
         drop = stale + [rid for rid, _, _ in write if rid in old]
         for i in range(0, len(drop), LINK_CHUNK):

@@ -248,6 +248,9 @@ def _raise_server_failure(exc: BaseException, url: str) -> None:
                       ) from None
 
 
+IMPORT_RUNNING = "note: an import is running: figures may be incomplete"
+
+
 def _refresh_archive(home: str, notify: Notify) -> None:
     """Imported agent logs are brought up to date before indexing (issue 15): after the first
     `ledger import`, every reader answers with what the clients have written since."""
@@ -256,7 +259,7 @@ def _refresh_archive(home: str, notify: Notify) -> None:
     from ledger.sources.archive import refresh
 
     try:
-        refresh(Path(home))
+        refresh(Path(home), busy=lambda: notify(IMPORT_RUNNING))
     except (LedgerError, OSError) as exc:  # the archive is evidence: answer from what it holds
         why = exc.message if isinstance(exc, LedgerError) else (exc.strerror or str(exc))
         notify(f"warning: imported agent logs were not brought up to date ({why}); "

@@ -1,7 +1,7 @@
 """Which runs `ledger runs` shows (one rule, read by the records path and the index).
 
-Without --all: runs started in the last RECENT_DAYS days (or since `--since`), newest first,
-at most RECENT_LIMIT (or `--limit`), plus, when no `--since` is given, every unterminated run
+Without --all: runs started in the last RECENT_DAYS days (or in the `--since`/`--until` range),
+newest first, at most RECENT_LIMIT (or `--limit`), plus, when no range is given, every unterminated run
 (running, abandoned, unknown, or unreadable: a record that cannot be read) whatever its age,
 so nothing in flight, lost or damaged is ever hidden. Filters (harness, outcome, subject,
 skill; `*` wildcards) apply first; an outcome filter matches the outcome, or the state of a
@@ -10,13 +10,11 @@ run that has none (running, abandoned, unknown, unreadable).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
 from typing import Iterable, Sequence
 
-from ledger.errors import LedgerError
 from ledger.records.model import RunSnapshot
 
 RECENT_DAYS = 7
@@ -31,8 +29,11 @@ class RunFilter:
     subject: Sequence[str] = ()
     skill: Sequence[str] = ()
     source: Sequence[str] = ()
-    since: datetime | None = None  # UTC
+    since: datetime | None = None  # UTC: started at or after
+    until: datetime | None = None  # UTC: started before
     limit: int | None = None
+    ranged: bool = False  # --since / --until given (an open end included): no default window
+
 
     def matches(self, s: RunSnapshot) -> bool:
         def any_of(patterns: Sequence[str], values: Iterable[str | None]) -> bool:
@@ -66,18 +67,22 @@ def select(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = 
            filters: RunFilter | None = None) -> Selection:
     f = filters or RunFilter()
     ordered = sorted((s for s in snapshots if f.matches(s)), key=lambda s: (s.started or "", s.id), reverse=True)
+    ranged = f.ranged or f.since is not None or f.until is not None
     since = _stamp(f.since) if f.since is not None else None
+    until = _stamp(f.until) if f.until is not None else None
+    if until is not None:
+        ordered = [s for s in ordered if s.started is not None and s.started < until]
     if all_:
         chosen = [s for s in ordered if since is None or (s.started or "") >= since]
         limit = f.limit if f.limit is not None else len(chosen)
         return Selection(chosen[:limit], max(0, len(chosen) - limit), f)
     now = now or datetime.now(timezone.utc)
-    cutoff = since if since is not None else (now - timedelta(days=RECENT_DAYS)).strftime(_STAMP)
-    window = [s for s in ordered if (s.started or "") >= cutoff]
+    cutoff = since if ranged else (now - timedelta(days=RECENT_DAYS)).strftime(_STAMP)
+    window = [s for s in ordered if cutoff is None or (s.started or "") >= cutoff]
     limit = f.limit if f.limit is not None else RECENT_LIMIT
     recent = window[:limit]
     chosen = {s.id for s in recent}
-    extra = [] if since is not None else [s for s in ordered if s.state != "settled" and s.id not in chosen]
+    extra = [] if ranged else [s for s in ordered if s.state != "settled" and s.id not in chosen]
     runs = sorted(recent + extra, key=lambda s: (s.started or "", s.id), reverse=True)
     return Selection(runs, len(window) - len(recent), f)
 
@@ -101,29 +106,3 @@ def _stamp(d: datetime) -> str:
             f"{d.microsecond:06d}Z")
 
 
-_REL = re.compile(r"^(\d+)([dhm])$")
-
-
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """`--since`: YYYY-MM-DD (UTC midnight, like the table's UTC times), `7d` / `24h` / `30m`
-    back from now, `today` or `yesterday` (UTC). Raises LedgerError with an example."""
-    now = now or datetime.now(timezone.utc)
-    t = text.strip().lower()
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    if t == "today":
-        return midnight
-    if t == "yesterday":
-        return midnight - timedelta(days=1)
-    m = _REL.match(t)
-    if m:
-        n, unit = int(m.group(1)), m.group(2)
-        try:
-            return now - timedelta(**{{"d": "days", "h": "hours", "m": "minutes"}[unit]: n})
-        except OverflowError:
-            return datetime.min.replace(tzinfo=timezone.utc)
-    try:
-        d = datetime.strptime(t, "%Y-%m-%d")
-    except ValueError:
-        raise LedgerError(f"--since {text!r} is not a day or a duration",
-                          hint="for example `ledger runs --since 2026-03-01`, `--since 7d` or `--since yesterday`") from None
-    return d.replace(tzinfo=timezone.utc)

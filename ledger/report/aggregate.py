@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from ledger.index.rawread import Conn, wrap
 from ledger.plainclass import FrozenPlain, Plain
-from ledger.report.buckets import PERIODS, Buckets, ReportError, epoch, make_buckets, utc_range
+from ledger.report.buckets import PERIODS, Buckets, ReportError, bound_text, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis
 from ledger.report.schema import START_KEY
 from ledger.report.kinds import (
@@ -51,7 +51,8 @@ class ReportQuery(Plain):
                  "limit", "cost", "evaluation")
 
     def __init__(self, kind: str = "daily", zone: tzinfo = timezone.utc, zone_name: str = "UTC",
-                 since: date | None = None, until: date | None = None, week_start: str = "monday",
+                 since: date | None = None, until: date | None = None,  # a day, or an instant (a datetime)
+                 week_start: str = "monday",
                  filters: dict[str, list[str]] | None = None, breakdown: bool = False,
                  order: str | None = None,  # asc | desc | None (the kind's default)
                  limit: int | None = None, cost: str = "auto",
@@ -417,8 +418,8 @@ class Report(Plain):
         return {
             "report": q.kind,
             "query": {
-                "tz": q.zone_name, "since": q.since.isoformat() if q.since else None,
-                "until": q.until.isoformat() if q.until else None,
+                "tz": q.zone_name, "since": bound_text(q.since) if q.since else None,
+                "until": bound_text(q.until) if q.until else None,
                 "week_start": q.week_start if q.kind == "weekly" else None,
                 "filters": {k: v for k, v in sorted(q.filters.items()) if v}, "cost": q.cost,
                 "breakdown": q.breakdown, "order": resolved_order(q), "limit": q.limit,
@@ -1338,6 +1339,9 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
         rows = rows[:q.limit]
     tot = row_dict("total", totals, q)
     tot.pop("key")
+    if q.kind == "task" and info is not None:  # the tool counts of every task (the rows', --limit or not)
+        tot["tool_calls"] = sum(t.get("tool_calls") or 0 for t in info.values())
+        tot["tool_errors"] = sum(t.get("tool_errors") or 0 for t in info.values())
     pricing = _pricing(conn, q, conds, tot)
     return Report(query=q, rows=rows, totals=tot, pricing=pricing, seconds=time.perf_counter() - t0)
 

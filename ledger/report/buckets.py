@@ -51,6 +51,91 @@ def parse_day(text: str, option: str = "--since") -> date:
                       hint=f"for example `ledger report {option} 2026-03-01`")
 
 
+_REL_RE = re.compile(r"^(\d+)\s*([wdhm])$")
+_REL_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}
+_TIME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)\s*(Z|[+-]\d{2}:?\d{2})?$",
+                      re.IGNORECASE)
+BOUND_FORMS = "a day (YYYY-MM-DD, today, yesterday), a time (YYYY-MM-DDTHH:MM) or a time ago (30m, 24h, 7d, 2w)"
+
+
+def parse_bound(text: str, option: str, zone: tzinfo, now: datetime | None = None,
+                command: str = "report") -> date | datetime:
+    """Every `--since` / `--until` of every command (one syntax, one zone rule; docs/report.md,
+    "Dates"): a calendar day in `zone` (a `date`: `YYYY-MM-DD`, `YYYYMMDD`, `today`,
+    `yesterday`), or an instant (an aware UTC `datetime`: `YYYY-MM-DDTHH:MM[:SS]`, in `zone`
+    unless it names its own offset, or `Nm` / `Nh` / `Nd` / `Nw` back from `now`).
+
+    A day as --since starts at its first instant in `zone`; as --until it is included whole
+    (utc_range). Raises ReportError with an example (a usage mistake)."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("today", "yesterday"):
+        current = (now or datetime.now(timezone.utc)).astimezone(zone)
+        return current.date() - timedelta(days=1 if low == "yesterday" else 0)
+    m = _REL_RE.match(low)
+    if m:
+        n = int(m.group(1))
+        try:
+            return (now or datetime.now(timezone.utc)) - timedelta(**{_REL_UNITS[m.group(2)]: n})
+        except OverflowError:  # further back than the calendar: every run is after it
+            return datetime.min.replace(tzinfo=timezone.utc)
+    m = _TIME_RE.match(t)
+    if m:
+        try:
+            clock = datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}{(m.group(3) or '').upper()}")
+            if clock.tzinfo is None:
+                clock = clock.replace(tzinfo=zone)
+            return clock.astimezone(timezone.utc)
+        except (ValueError, OverflowError):
+            pass
+    else:
+        try:
+            return parse_day(t, option)
+        except ReportError:
+            pass
+    raise ReportError(f"{option} {text!r} is not a day, a time or a time ago; expected {BOUND_FORMS}",
+                      hint=f"for example `ledger {command} {option} 2026-03-01`, `{option} 7d` or `{option} yesterday`")
+
+
+def bound_text(bound: date) -> str:
+    """A --since / --until as the report's JSON and title say it: the day (`2026-03-01`), or
+    the instant in UTC (`2026-03-01T11:00:00Z`)."""
+    if isinstance(bound, datetime):
+        b = bound.astimezone(timezone.utc)
+        return f"{b.year:04d}-{b.month:02d}-{b.day:02d}T{b.hour:02d}:{b.minute:02d}:{b.second:02d}Z"
+    return bound.isoformat()
+
+
+def utc_range(since: date | None, until: date | None, zone: tzinfo) -> tuple[datetime | None, datetime | None]:
+    """[start, end) in UTC of `--since since --until until` (parse_bound's answers; None:
+    open): a day starts at its local midnight, an --until day is included whole, an instant
+    is itself. Raises ReportError when the range ends before it starts."""
+    start = end = None
+    # A bound past the calendar's ends (`--until 9999-12-31`, `--since 0001-01-01` east of
+    # UTC) cannot be an instant; no run lies beyond it either, so the range is open there.
+    if isinstance(since, datetime):
+        start = since
+    elif since is not None:
+        try:
+            start = local_midnight_utc(since, zone)
+        except OverflowError:
+            start = None
+    if isinstance(until, datetime):
+        end = until
+    elif until is not None:
+        try:
+            end = local_midnight_utc(until + timedelta(days=1), zone)
+        except OverflowError:
+            end = None
+    if since is not None and until is not None:
+        if isinstance(since, datetime) or isinstance(until, datetime):
+            if start is not None and end is not None and end < start:
+                raise ReportError(f"--until {until.isoformat()} is before --since {since.isoformat()}")
+        elif until < since:
+            raise ReportError(f"--until {until.isoformat()} is before --since {since.isoformat()}")
+    return start, end
+
+
 UTC_NAMES = ("UTC", "Z")
 
 
@@ -76,6 +161,9 @@ def resolve_zone(name: str | None, env: Mapping[str, str] | None = None,
 
         return ZoneInfo("UTC")
 
+    if name is not None and not name.strip():  # (`--tz ''`: not silently the local zone)
+        raise ReportError("--tz '' names no time zone; expected an IANA name such as Europe/Paris",
+                          hint="for example `--tz America/New_York` or `--tz UTC` (leave --tz out for the local zone)")
     if name:
         if name.upper() in UTC_NAMES:
             return utc(), "UTC"
@@ -143,26 +231,6 @@ def epoch(dt: datetime) -> int:
         dt = dt.replace(tzinfo=timezone.utc)
     delta = dt - _EPOCH
     return delta.days * 86400 + delta.seconds
-
-
-def utc_range(since: date | None, until: date | None, zone: tzinfo) -> tuple[datetime | None, datetime | None]:
-    """[start, end) in UTC for the inclusive local-day range since..until."""
-    if since is not None and until is not None and until < since:
-        raise ReportError(f"--until {until.isoformat()} is before --since {since.isoformat()}")
-    # A bound past the calendar's ends (`--until 9999-12-31`, `--since 0001-01-01` east of
-    # UTC) cannot be an instant; no run lies beyond it either, so the range is open there.
-    start = end = None
-    if since is not None:
-        try:
-            start = local_midnight_utc(since, zone)
-        except OverflowError:
-            start = None
-    if until is not None:
-        try:
-            end = local_midnight_utc(until + timedelta(days=1), zone)
-        except OverflowError:
-            end = None
-    return start, end
 
 
 def period_start(day: date, period: str, week_start: str = "monday") -> date:

@@ -206,6 +206,28 @@ def fmt_tokens(d: dict[str, Any], name: str) -> str:
     return f"{v:,}" + ("+" if d.get("unmeasured_usage_runs") else "")
 
 
+def fmt_short(v: Any) -> str:
+    """A token count in at most 6 cells for the compact time table: `987`, `12.3k`, `4.5M`,
+    `1.2B` (rounded to one decimal; exact in --json / --csv)."""
+    if v is None:
+        return "—"
+    if -1000 < v < 1000:
+        return str(v)
+    for unit, div in (("k", 10**3), ("M", 10**6), ("B", 10**9)):
+        x = round(v / div, 1)
+        if -1000 < x < 1000:
+            return f"{x:.1f}{unit}"
+    return f"{v / 10**12:,.1f}T"
+
+
+def fmt_short_tokens(d: dict[str, Any], name: str) -> str:
+    """fmt_tokens, abbreviated (fmt_short); `+` marks a lower bound as there."""
+    v = d.get(name)
+    if v is None:
+        return "—"
+    return fmt_short(v) + ("+" if d.get("unmeasured_usage_runs") else "")
+
+
 def _key_text(report: Report, key: Any) -> str:
     if key is None:
         return "(none)"
@@ -222,7 +244,12 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
     if q.kind == "run":
         cols += [("started", lambda d: (d.get("started") or "")[:16].replace("T", " ")),
                  ("model", lambda d: d.get("model") or "—")]
-    if compact:
+    if compact and q.is_time:  # (issue 29: the split at 80 columns, as ccusage's daily table)
+        cols += [("input", lambda d: fmt_short_tokens(d, "input_tokens")),
+                 ("output", lambda d: fmt_short_tokens(d, "output_tokens")),
+                 ("cache rd", lambda d: fmt_short_tokens(d, "cache_read_tokens")),
+                 ("cache wr", lambda d: fmt_short_tokens(d, "cache_write_tokens"))]  # (short: the basis fits too)
+    elif compact:
         cols += [("tokens", lambda d: fmt_tokens(d, "total_tokens"))]
     else:
         cols += [("input", lambda d: fmt_tokens(d, "input_tokens")),
@@ -255,7 +282,7 @@ GROUP_ONLY = ("failed", "intr.", "aband.", "unverified", "median $", "median tim
 # hidden in this order while the table is wider than the terminal: the group key, the run
 # count, the tokens and the cost stay whole (a cut number reads as another number)
 DROP_ORDER = ("tool err", "invoked", "unverified", "aband.", "intr.", "median time", "failed", "started", "model", "median $", "basis",
-              "cache write", "cache read")
+              "cache write", "cache wr", "cache read", "cache rd")
 
 
 def _fit(cols: list[tuple[str, Any]], body: list[tuple[list[str], Any]], width: int) -> list[int]:
@@ -269,7 +296,7 @@ def _fit(cols: list[tuple[str, Any]], body: list[tuple[list[str], Any]], width: 
     for drop in DROP_ORDER:
         if sum(widths[k] for k in keep) + 3 * len(keep) <= width:
             break
-        keep = [k for k in keep if cols[k][0] != drop]
+        keep = [k for k in keep if k == 0 or cols[k][0] != drop]  # (the key stays: `report model`'s is "model")
     return keep
 
 
@@ -296,7 +323,9 @@ def print_table(report: Report, console: Any = None) -> None:
     cols = table_columns(report, width)
     title = f"ledger report {q.kind} · {q.zone_name}"
     if q.since or q.until:
-        title += f" · {q.since.isoformat() if q.since else '…'} to {q.until.isoformat() if q.until else '…'}"
+        from ledger.report.buckets import bound_text
+
+        title += f" · {bound_text(q.since) if q.since else '…'} to {bound_text(q.until) if q.until else '…'}"
     title += f" · cost {q.cost}"
     body: list[tuple[list[str], str | None]] = []
     for row in report.rows:

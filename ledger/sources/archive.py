@@ -1794,11 +1794,12 @@ def imported_roots(home: Path, client: Client) -> list[str]:
     return [r for r in data.get("roots", []) if isinstance(r, str)] if isinstance(data, dict) else []
 
 
-def refresh(home: Path) -> list[ClientSummary]:
+def refresh(home: Path, busy: Callable[[], None] | None = None) -> list[ClientSummary]:
     """Bring every client that was imported into `home` up to date from the config dirs it was
     imported from (readers call this before indexing: after the first `ledger import`, every
-    report is current). Only changed logs are read; an importer already at work is not waited
-    for (what it archives is counted by the next reader)."""
+    report is current). Only changed logs are read; an importer already at work (it holds the
+    home's sources/.lock) is not waited for: what it archives is counted by the next reader,
+    and `busy` is called (once) so that the reader can say its figures may be incomplete."""
     out = []
     if not os.path.isdir(os.path.join(home, "sources")):
         return out
@@ -1809,6 +1810,9 @@ def refresh(home: Path) -> list[ClientSummary]:
             try:
                 out.append(import_client(home, client, roots, busy_ok=True))
             except BlockingIOError:
+                if busy is not None:
+                    busy()
+                    busy = None  # (said once)
                 continue
     return out
 
