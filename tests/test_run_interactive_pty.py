@@ -49,6 +49,8 @@ elif mode == "sleep":
     tty.setraw(0)
     print("ready\r", flush=True)
     time.sleep(300)
+elif mode == "quit":
+    pass
 elif mode == "tstp":
     print("ready", flush=True)
     line = sys.stdin.readline()
@@ -256,3 +258,52 @@ def test_stream_options_are_refused_for_an_interactive_run(tmp_path, cfg, flag, 
     out = bytes(t.out).decode()
     assert f"Error: {flag} needs the agent's stream" in out and "Hint: run the agent headless" in out
     assert "argv" not in out and not list(home.glob("runs/*/run_*"))  # nothing started, nothing recorded
+
+
+def test_a_session_not_found_at_exit_is_resolved_by_a_later_import(tmp_path, cfg):
+    """The agent's transcript appears only after ledger gave up (here: written after the run,
+    Claude Code 2.1.328's own TUI transcript, tests/data/captures/claude/model_tui, under the
+    pinned session id): `ledger import` then gives the run the session's figures, counted
+    once (no imported session of its own), equal to what the mock served."""
+    home = tmp_path / "home"
+    t = Pty(["run", "--", str(fake_claude(tmp_path)), "--mode", "quit"], home, cfg)
+    try:
+        t.read_until(rb"argv")
+        assert t.wait() == 0
+    finally:
+        t.close()
+    run = _run(home)
+    res = result_event(run)
+    sid = res["command"][2]
+    assert res["provider_session"]["status"] == "unresolved"
+    assert f"wrote no transcript for session {sid}" in res["provider_session"]["reason"]
+    # the transcript, as the real client wrote it, under the run's session id
+    cap = REPO / "tests" / "data" / "captures" / "claude" / "model_tui"
+    truth = json.loads((cap / "truth.json").read_text())
+    (src,) = cap.glob("projects/*/*.jsonl")
+    old = src.stem
+    later = tmp_path / "later"
+    (later / "projects" / src.parent.name).mkdir(parents=True)
+    (later / "projects" / src.parent.name / f"{sid}.jsonl").write_text(src.read_text().replace(old, sid))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LEDGER_HOME": str(home)}
+    p = ledger_cli(["import", "claude", "--from", str(later), "--json"], env=env)
+    assert p.returncode == 0, p.stderr
+    knowable = [r for r in truth["responses"] if r["max_tokens"] != 1]  # (as test_conformance_claude)
+    want_in = sum(r["usage"]["input_tokens"] for r in knowable)
+    want_out = sum(r["usage"]["output_tokens"] for r in knowable)
+    want_cost = sum(r["cost_usd"] for r in knowable)
+    runs = json.loads(ledger_cli(["runs", "--json"], env=env).stdout)
+    rows = runs["runs"] if isinstance(runs, dict) else runs
+    assert [r["id"] for r in rows] == [run.name]  # counted once: no imported session of its own
+    shown = json.loads(ledger_cli(["show", run.name, "--json"], env=env).stdout)
+    assert shown["usage"]["input_tokens"] == want_in and shown["usage"]["output_tokens"] == want_out, shown
+    assert shown["cost_usd"] == pytest.approx(want_cost, abs=1e-9)
+    assert shown["provider_session_id"] == sid and shown["streams"]
+    rep = json.loads(ledger_cli(["report", "session", "--tz", "UTC", "--json"], env=env).stdout)
+    (row,) = rep["rows"]
+    assert row["input_tokens"] == want_in and row["output_tokens"] == want_out
+    assert row["cost_usd"] == pytest.approx(want_cost, abs=1e-9)
+    # a second import changes nothing (still once)
+    assert ledger_cli(["import", "claude", "--from", str(later)], env=env).returncode == 0
+    rep2 = json.loads(ledger_cli(["report", "session", "--tz", "UTC", "--json"], env=env).stdout)
+    assert rep2["rows"] == rep["rows"]

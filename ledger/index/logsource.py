@@ -19,8 +19,11 @@ commands:
   `tool_errors` / `tool_semantic_errors`;
 - `log_sessions`: every session found. One that `ledger run` recorded (same provider
   session id, same harness) is counted once: the run record wins, `linked_run_id` names it
-  and the session has no `runs` row. A session without any API response or cost (its
-  prompt was never sent) is listed there only: it is not a run.
+  and the session has no `runs` row. An interactive run record holding no usage of its own
+  (its session was not found when the agent exited, issue 33) takes the session's usage,
+  cost and tools: its `usage_streams` (ids `log:...`) and `tool_uses` rows, and the sums on
+  its `runs` row. A session without any API response or cost (its prompt was never sent)
+  is listed there only: it is not a run.
 
 The counting rules are the pure reducers' (ledger.sources.claude_usage / codex_usage); their
 state and the bytes read of each archive file are kept in `log_state`, so a pass reads only
@@ -57,6 +60,7 @@ PROJECTION_V = 4  # part of every session's fingerprint: a change to the rows be
 SOURCES_DIR = "sources"
 ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
 LINK_CHUNK = 500
+ADOPTED = "log:"  # the stream ids of a session's usage that an interactive run took (see _adopting)
 
 runs_t = Run.__table__
 streams_t = UsageStream.__table__
@@ -469,6 +473,7 @@ class LogPass:
         src = self.source
         sessions = src.spec.sessions(usage)
         links = _links(conn, h, src.spec.harness, sorted(sessions))
+        adopting = _adopting(conn, h, sorted(set(links.values())))
         old = {rid: fp for rid, fp in conn.execute(
             sa.select(sessions_t.c.row_id, sessions_t.c.fingerprint).where(
                 sessions_t.c.home_id == h, sessions_t.c.source == src.name))}
@@ -481,7 +486,8 @@ class LogPass:
         for sid, s in sessions.items():
             rid = row_id(src.spec.harness, sid)
             s.damaged = len(s.files & damaged)
-            fp = _fingerprint(s, links.get(sid), version)
+            linked = links.get(sid)
+            fp = _fingerprint(s, f"{ADOPTED}{linked}" if linked in adopting else linked, version)
             if everything or old.get(rid) != fp:
                 write.append((rid, s, fp))
         summary = self.ctx.summary
@@ -498,6 +504,7 @@ class LogPass:
         elsewhere = _held_elsewhere(conn, h, [rid for rid, _, _ in write])
         price = _Pricer(src.spec.provider)
         runs, streams, tools, logs = [], [], [], []
+        adopted: list[tuple[str, dict[str, Any]]] = []
         for rid, s, fp in write:
             linked = links.get(s.sid)
             main = min(s.files, key=lambda f: ("/subagents/" in f, len(f), f)) if s.files else None
@@ -507,21 +514,38 @@ class LogPass:
                          "linked_run_id": linked, "files": len(s.files),
                          "path": f"{SOURCES_DIR}/{src.client}/{main}" if main else None,
                          "fingerprint": fp, "indexed_at": now})
-            if linked is not None:
+            if linked is not None and linked not in adopting:
                 continue  # the run record is the evidence: counted once, as the run
             if not s.streams:
                 continue  # no API response, no cost (a prompt never sent): listed, not a run
-            if rid in elsewhere:
+            if linked is None and rid in elsewhere:
                 continue  # another home imported the same session first: counted there (issue 11)
-            run, st_rows = self._rows(h, rid, s, main, price, now)
-            runs.append(run)
+            run, st_rows = self._rows(h, linked or rid, s, main, price, now)
             streams.extend(st_rows)
-            tools.extend({"home_id": h, "run_id": rid, "tool_name": name, "uses": n,
+            tools.extend({"home_id": h, "run_id": linked or rid, "tool_name": name, "uses": n,
                           **dict(zip(("ok", "errors", "semantic_errors"), s.tool_results.get(name, (0, 0, 0))))}
                          for name, n in sorted(s.tools.items()))
+            if linked is None:
+                runs.append(run)
+                continue
+            # an interactive run whose session was not resolved at its exit: the session's
+            # figures become the run's (counted once, as the run); its own streams are marked
+            for row in st_rows:
+                row["stream_id"] = ADOPTED + row["stream_id"]
+            adopted.append((linked, run))
+        for linked, _ in adopted:  # (what an earlier projection of the session gave the run)
+            conn.execute(sa.delete(streams_t).where(streams_t.c.home_id == h, streams_t.c.run_id == linked,
+                                                    streams_t.c.stream_id.like(ADOPTED + "%")))
+            conn.execute(sa.delete(tools_t).where(tools_t.c.home_id == h, tools_t.c.run_id == linked))
         for table, rows in ((runs_t, runs), (streams_t, streams), (tools_t, tools), (sessions_t, logs)):
             for i in range(0, len(rows), 2000):
                 conn.execute(sa.insert(table), rows[i:i + 2000])
+        for linked, run in adopted:  # (after its streams: the report's change log sees the run's update)
+            r = runs_t.c
+            conn.execute(sa.update(runs_t).where(r.home_id == h, r.run_id == linked).values(
+                model=sa.func.coalesce(r.model, run["model"]), indexed_at=now,
+                **{k: run[k] for k in (*_RUN_COUNTERS, "cost_usd", "streams", "final_streams", "tool_calls",
+                                       "tool_ok", "tool_errors", "tool_semantic_errors")}))
 
     def _rows(self, h: int, rid: str, s: _Session, main: str | None, price: "_Pricer", now: datetime
               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -751,6 +775,20 @@ def _links(conn: Any, h: int, harness: str, sids: list[str]) -> dict[str, str]:
                     r.home_id == h, r.source == "record", r.harness == harness,
                     r.provider_session_id.in_(chunk)).order_by(r.run_id)):
             out.setdefault(psid, rid)
+    return out
+
+
+def _adopting(conn: Any, h: int, rids: list[str]) -> set[str]:
+    """The linked runs that take their session's figures: interactive run records holding no
+    usage of their own (the session was not resolved when the agent exited, issue 33)."""
+    r, u = runs_t.c, streams_t.c
+    own = sa.select(u.run_id).where(u.home_id == r.home_id, u.run_id == r.run_id,
+                                    sa.not_(u.stream_id.like(ADOPTED + "%"))).exists()
+    out: set[str] = set()
+    for i in range(0, len(rids), LINK_CHUNK):
+        out.update(row[0] for row in conn.execute(sa.select(r.run_id).where(
+            r.home_id == h, r.source == "record", r.surface == "interactive",
+            r.run_id.in_(rids[i:i + LINK_CHUNK]), sa.not_(own))))
     return out
 
 

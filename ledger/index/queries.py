@@ -255,10 +255,7 @@ def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     r = _row(c.rows(f"{_SELECT} WHERE home_id = ? AND run_id = ?", (home_id, run_id))[0])
     snap = _snapshot(r, _subjects(c, home_id, " AND run_id = ?", (run_id,)).get(run_id, []))
     if snap.source != "record":  # an imported session: its tool uses and streams are rows (no fold state)
-        snap.tool_uses = {name: n for name, n in c.rows(
-            "SELECT tool_name, uses FROM tool_uses WHERE home_id = ? AND run_id = ? ORDER BY tool_name",
-            (home_id, run_id))}
-        snap.streams = _stream_rows(c, home_id, run_id)
+        _row_figures(c, home_id, run_id, snap)
         return snap
     (raw,) = c.rows("SELECT fold_state FROM index_cursors WHERE home_id = ? AND run_id = ?", (home_id, run_id))[0]
     state = orjson.loads(raw) if raw is not None else new_state()  # (None: to be re-read, migration 0004)
@@ -269,4 +266,16 @@ def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     snap.skill_invoked = state["skill_invoked"]
     snap.final_answer = state["answer"]
     snap.tool_status = dict(state.get("tool_status") or {})
+    if not snap.streams and not snap.tool_uses and snap.surface == "interactive":
+        # an interactive run whose session a later import resolved: the session's figures
+        # are rows of the run (ledger.index.logsource._adopting), as an imported session's
+        _row_figures(c, home_id, run_id, snap)
     return snap
+
+
+def _row_figures(c: Any, home_id: int | None, run_id: str, snap: RunSnapshot) -> None:
+    """A run's tool uses and streams from their rows (an imported session's)."""
+    snap.tool_uses = {name: n for name, n in c.rows(
+        "SELECT tool_name, uses FROM tool_uses WHERE home_id = ? AND run_id = ? ORDER BY tool_name",
+        (home_id, run_id))}
+    snap.streams = _stream_rows(c, home_id, run_id)
