@@ -260,7 +260,7 @@ def test_stream_options_are_refused_for_an_interactive_run(tmp_path, cfg, flag, 
     assert "argv" not in out and not list(home.glob("runs/*/run_*"))  # nothing started, nothing recorded
 
 
-def test_a_session_not_found_at_exit_is_resolved_by_a_later_import(tmp_path, cfg):
+def test_a_session_not_found_at_exit_is_resolved_by_a_later_import(tmp_path, cfg, db_url):
     """The agent's transcript appears only after ledger gave up (here: written after the run,
     Claude Code 2.1.328's own TUI transcript, tests/data/captures/claude/model_tui, under the
     pinned session id): `ledger import` then gives the run the session's figures, counted
@@ -285,7 +285,7 @@ def test_a_session_not_found_at_exit_is_resolved_by_a_later_import(tmp_path, cfg
     later = tmp_path / "later"
     (later / "projects" / src.parent.name).mkdir(parents=True)
     (later / "projects" / src.parent.name / f"{sid}.jsonl").write_text(src.read_text().replace(old, sid))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "LEDGER_HOME": str(home)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LEDGER_HOME": str(home), "LEDGER_DB": db_url}
     p = ledger_cli(["import", "claude", "--from", str(later), "--json"], env=env)
     assert p.returncode == 0, p.stderr
     knowable = [r for r in truth["responses"] if r["max_tokens"] != 1]  # (as test_conformance_claude)
