@@ -518,7 +518,7 @@ class LogPass:
                 continue  # the run record is the evidence: counted once, as the run
             if not s.streams:
                 continue  # no API response, no cost (a prompt never sent): listed, not a run
-            if linked is None and rid in elsewhere:
+            if rid in elsewhere:
                 continue  # another home imported the same session first: counted there (issue 11)
             run, st_rows = self._rows(h, linked or rid, s, main, price, now)
             streams.extend(st_rows)
