@@ -269,3 +269,20 @@ def test_median_cost_is_of_the_runs_whole_costs(db_url, home, tmp_path, filtered
     ok("import", "claude", "--from", str(tmp_path / "claude2"))
     make(home, "2026-01-11T10:00:00Z", [claude_stream()])
     _check_medians(db_url, extra)
+
+
+def test_group_figures_of_older_rules_are_rebuilt(home, tmp_path):
+    # an index synced by rules 1 (report_groups' figures held a session's first 15 minutes'
+    # cost) is rebuilt by the next report that reads the groups (facts.GROUP_RULES 2)
+    import sqlite3
+
+    from ledger.report import facts
+
+    imported(home, tmp_path, 12, 3)
+    _check_medians(str(home / "index.sqlite"), ())
+    con = sqlite3.connect(home / "index.sqlite")
+    with con:
+        con.execute("UPDATE report_groups SET values_cost_auto = ?", (facts.pack_values([0.0], False),))
+        con.execute("UPDATE report_state SET value = '1' WHERE key = 'group_rules'")
+    con.close()
+    _check_medians(str(home / "index.sqlite"), ())

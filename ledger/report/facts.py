@@ -51,8 +51,9 @@ COMMAND_HARNESS = "command"
 # bumped when the facts' rules change (2: plain commands have no cost piece; 3: an imported
 # session's first row is in the slot of its start, facts._start_row): a full rebuild
 FACT_RULES = "3"
-# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole
-GROUP_RULES = "1"
+# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole (2: a
+# run's cost among the sorted figures is its whole cost, RunValues; issue 26)
+GROUP_RULES = "2"
 # report_state.group_rules while report_groups / report_group_days are not built: they serve
 # only `report session|skill` (aggregate.reads_groups), so a full sync (the first report after
 # a cold index) leaves them to the first sync of a report that reads them (issue 10)
