@@ -1278,7 +1278,7 @@ def _medians(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], 
     del everyone
     if q.kind == "subject":
         collect(_rows(c, _select(["further.selector", *cols], _FURTHER, [Sql(_FURTHER_ON), *have],
-                                 [*run, "further.selector"])))
+                                 [*run, "further.position", "further.selector"])))
         for values in per_group.values():
             values[0].sort()
             values[1].sort()
