@@ -168,9 +168,15 @@ def _per_run(c: Conn, q: ReportQuery) -> dict:
             more.setdefault((h, rid), []).append(sel)
     groups: dict = {}
     total = {"costs": [], "durations": [], "verdicts": [0] * 6}
-    for k, h, rid, cost, dur, *verdicts in c.rows(
+    # a run's cost: its whole cost over its pieces (issue 26; an imported session: one per slot)
+    pieces: dict[tuple, list] = {}
+    for h, rid, cost in c.rows(f"SELECT home_id, run_id, run_cost_{q.cost} FROM report_facts WHERE piece = 1"):
+        pieces.setdefault((h, rid), []).append(cost)
+    for k, h, rid, _, dur, *verdicts in c.rows(
             f"SELECT {col}, home_id, run_id, run_cost_{q.cost}, duration_ms, judged, ok, skill_expected, skill_invoked, "
             "tool_calls, tool_errors FROM report_facts WHERE first = 1"):
+        costs = pieces.get((h, rid), [])
+        cost = sum(costs) if costs and None not in costs else None
         for target in [groups.setdefault(k, {"costs": [], "durations": [], "verdicts": [0] * 6}), total] + [
                 groups.setdefault(s, {"costs": [], "durations": [], "verdicts": [0] * 6}) for s in more.get((h, rid), ())]:
             if cost is not None:

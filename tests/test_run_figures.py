@@ -235,3 +235,54 @@ def test_report_model_groups_usage_by_the_model_that_served_it(db_url, home, tmp
                                                                                  abs=1e-9)
     limited, _ = report_json("model", "--tz", "UTC", "--db", db_url, "--limit", "2")
     assert limited["rows"] == doc["rows"][:2] and limited["totals"] == doc["totals"]
+
+
+def _median(values: list[float]) -> float | None:
+    import statistics
+
+    return round(statistics.median(values), 6) if values else None
+
+
+def _check_medians(db_url: str, extra: tuple[str, ...]) -> None:
+    """`report skill`'s median cost (the totals, the `(none)` group) is the median of the runs'
+    known costs as `report run` gives them (no run here has a skill)."""
+    run, _ = report_json("run", "--tz", "UTC", "--db", db_url, *extra)
+    want = _median([r["cost_usd"] for r in run["rows"] if r["cost_usd"] is not None])
+    doc, _ = report_json("skill", "--tz", "UTC", "--db", db_url, *extra)
+    assert doc["totals"]["median_cost_usd"] == pytest.approx(want, abs=1e-6)
+    none = [r for r in doc["rows"] if r["key"] is None]
+    assert len(none) == 1 and none[0]["median_cost_usd"] == pytest.approx(want, abs=1e-6)
+
+
+@pytest.mark.parametrize("filtered", [False, True], ids=["groups", "filtered"])
+def test_median_cost_is_of_the_runs_whole_costs(db_url, home, tmp_path, filtered):
+    # main: the evaluation view's median cost read each run's first row (a session's first 15
+    # minutes): report_groups' sorted figures (unfiltered) and _medians (filtered) alike
+    imported(home, tmp_path, 12, 3)
+    make(home, "2026-01-10T10:00:00Z", [claude_stream()])
+    extra = ("--harness", "claude") if filtered else ()
+    _check_medians(db_url, extra)  # (a full build of the groups' figures)
+    pieces = sql("SELECT run_id, sum(piece) AS n FROM report_facts GROUP BY run_id", db_url)
+    assert max(r["n"] for r in pieces) >= 2  # (a session spans several slots: the case pinned)
+    # an incremental sync adds the new sessions' whole costs to the figures (FactBuilder.deltas)
+    claudehistory.generate(tmp_path / "claude2", sessions=6, seed=4)
+    ok("import", "claude", "--from", str(tmp_path / "claude2"))
+    make(home, "2026-01-11T10:00:00Z", [claude_stream()])
+    _check_medians(db_url, extra)
+
+
+def test_group_figures_of_older_rules_are_rebuilt(home, tmp_path):
+    # an index synced by rules 1 (report_groups' figures held a session's first 15 minutes'
+    # cost) is rebuilt by the next report that reads the groups (facts.GROUP_RULES 2)
+    import sqlite3
+
+    from ledger.report import facts
+
+    imported(home, tmp_path, 12, 3)
+    _check_medians(str(home / "index.sqlite"), ())
+    con = sqlite3.connect(home / "index.sqlite")
+    with con:
+        con.execute("UPDATE report_groups SET values_cost_auto = ?", (facts.pack_values([0.0], False),))
+        con.execute("UPDATE report_state SET value = '1' WHERE key = 'group_rules'")
+    con.close()
+    _check_medians(str(home / "index.sqlite"), ())

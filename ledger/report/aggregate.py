@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 from ledger.index.rawread import Conn, wrap
 from ledger.plainclass import FrozenPlain, Plain
 from ledger.report.buckets import PERIODS, Buckets, ReportError, bound_text, epoch, make_buckets, utc_range
-from ledger.report.costs import COST_MODES, group_basis
+from ledger.report.costs import COST_MODES, group_basis, whole_cost_sql
 from ledger.report.schema import START_KEY
 from ledger.report.kinds import (
     ESTIMATED, EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, REPORTED, SLOT_SECONDS, TOKEN_COLUMNS, VERDICT_FACTS,
@@ -1244,11 +1244,14 @@ def _medians(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], 
     A median does not merge, so every run's two figures are read, in one narrow read, and
     sorted here: at a million runs SQLite's window functions (row_number per group) took
     2.5 s of CPU for the costs alone, this read and sort about 2 s for both figures and the
-    totals. A run with further subjects counts in their groups too, once in the totals."""
+    totals. A run with further subjects counts in their groups too, once in the totals.
+    A run's cost is its whole cost over its pieces among the report's rows
+    (costs.whole_cost_sql), its duration its first row's (as report_groups' figures)."""
     f = FACTS
     run_cost, _ = _cost_columns(q)
-    cols = [run_cost, f"{f}.duration_ms"]
-    have = [Sql(f"{f}.first = 1"), Sql(f"({cols[0]} IS NOT NULL OR {cols[1]} IS NOT NULL)"), *conds]
+    cols = [whole_cost_sql(run_cost, f"{f}.piece"), f"max({f}.duration_ms)"]
+    have = [Sql(f"({f}.first = 1 OR {f}.piece = 1)"), *conds]
+    run = [f"{f}.home_id", f"{f}.run_id"]
     per_group: dict[Any, tuple[list[Any], list[Any]]] = {}
 
     def collect(rows: list[tuple]) -> None:
@@ -1261,7 +1264,8 @@ def _medians(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], 
             if duration is not None:
                 values[1].append(duration)
 
-    collect(_rows(c, _select([_key_column(q, SLOT_SECONDS), *cols], f, have)))
+    key = _key_column(q, SLOT_SECONDS)
+    collect(_rows(c, _select([key, *cols], f, have, [*run, key])))
     for values in per_group.values():
         values[0].sort()
         values[1].sort()
@@ -1273,7 +1277,8 @@ def _medians(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], 
         totals.medians[pos] = _middle(everyone)
     del everyone
     if q.kind == "subject":
-        collect(_rows(c, _select(["further.selector", *cols], _FURTHER, [Sql(_FURTHER_ON), *have])))
+        collect(_rows(c, _select(["further.selector", *cols], _FURTHER, [Sql(_FURTHER_ON), *have],
+                                 [*run, "further.position", "further.selector"])))
         for values in per_group.values():
             values[0].sort()
             values[1].sort()

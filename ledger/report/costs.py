@@ -57,6 +57,27 @@ def sum_known(values: Iterable[float | None]) -> float | None:
     return total
 
 
+def whole_cost(pieces: Iterable[float | None]) -> float | None:
+    """A run's cost in one mode over its pieces (an imported session: one per 15-minute slot it
+    spent in; a run record: one): known when every piece's is, unknown with no piece (a plain
+    command). Summed exactly (math.fsum), so the same pieces in any order give the same
+    figure: report_groups' sorted figures drop a run's old one by equality (facts._apply).
+    `whole_cost_sql` is the rule over a run's fact rows in SQL."""
+    import math
+
+    vals = list(pieces)
+    if not vals or any(v is None for v in vals):
+        return None
+    return math.fsum(vals)  # type: ignore[arg-type]
+
+
+def whole_cost_sql(cost: str, piece: str) -> str:
+    """`whole_cost` as an aggregate over one run's report_facts rows (GROUP BY the run):
+    `cost` its run-level cost column (run_cost_<mode>, on each piece's row), `piece` its
+    piece column. (Migration 0010's `run_costs_v` keeps its own copy of the rule.)"""
+    return f"CASE WHEN count({cost}) = sum({piece}) AND count({cost}) > 0 THEN sum({cost}) END"
+
+
 def split_known(values: Iterable[float | None]) -> tuple[float | None, float | None]:
     """(total, partial) of a sum whose parts may be unknown (None): the total when every part
     is known (partial None); else total None and partial the sum of the known parts (None

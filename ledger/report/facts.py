@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ledger.records.costbasis import receipt_cost
 from ledger.report.buckets import epoch
-from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known
+from ledger.report.costs import COST_MODES, combine_codes, split_known, sum_known, whole_cost
 from ledger.report.schema import (
     CELL_KINDS, COUNTER_COLUMNS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, REPORTED, SLOT_SECONDS, SLOTS_PER_DAY, START_KEY,
     TOKEN_COLUMNS, VALUE_KINDS,
@@ -51,8 +51,9 @@ COMMAND_HARNESS = "command"
 # bumped when the facts' rules change (2: plain commands have no cost piece; 3: an imported
 # session's first row is in the slot of its start, facts._start_row): a full rebuild
 FACT_RULES = "3"
-# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole
-GROUP_RULES = "1"
+# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole (2: a
+# run's cost among the sorted figures is its whole cost, RunValues; issue 26)
+GROUP_RULES = "2"
 # report_state.group_rules while report_groups / report_group_days are not built: they serve
 # only `report session|skill` (aggregate.reads_groups), so a full sync (the first report after
 # a cold index) leaves them to the first sync of a report that reads them (issue 10)
@@ -85,25 +86,35 @@ class FactBuilder:
         # the report_group_days cells they touched: (kind, key, day)
         self.cells: set[tuple[str, str | None, int]] = set()
         # per (kind, key) of VALUE_KINDS, per GROUP_VALUES figure: +1 per value added, -1 removed
-        self.deltas: dict[tuple[str, str | None], list[Any]] = {}
+        # (from the runs noted leaving and joining, when `deltas` is read)
+        self._deltas: dict[tuple[str, str | None], list[Any]] = {}
+        self._noted = {-1: RunValues(), +1: RunValues()}
 
     def note(self, row: Mapping[str, Any], sign: int) -> None:
-        """A fact row leaving (-1) or joining (+1) report_facts: its groups, cells, figures."""
+        """A fact row leaving (-1) or joining (+1) report_facts: its groups, cells, figures
+        (every row of a run leaves or joins: its figures are the whole run's, RunValues)."""
         day = row["slot"] // SLOTS_PER_DAY
         for k in GROUP_KINDS:
             self.groups.add((k, row[k]))
         for k in CELL_KINDS:
             self.cells.add((k, row[k], day))
-        if row["first"] == 1:
-            from collections import Counter
+        self._noted[sign].add(row)
 
-            for k in VALUE_KINDS:
-                counters = self.deltas.get((k, row[k]))
-                if counters is None:
-                    counters = self.deltas[(k, row[k])] = [Counter() for _ in GROUP_VALUES]
-                for i, (_, src) in enumerate(GROUP_VALUES):
-                    if row[src] is not None:
-                        counters[i][row[src]] += sign
+    @property
+    def deltas(self) -> dict[tuple[str, str | None], list[Any]]:
+        """The figures' counts per (kind, key) of VALUE_KINDS, of the runs noted so far."""
+        from collections import Counter
+
+        for sign, noted in self._noted.items():
+            for keys, figures in noted.take():
+                for k in VALUE_KINDS:
+                    counters = self._deltas.get((k, keys[k]))
+                    if counters is None:
+                        counters = self._deltas[(k, keys[k])] = [Counter() for _ in GROUP_VALUES]
+                    for i, v in enumerate(figures):
+                        if v is not None:
+                            counters[i][v] += sign
+        return self._deltas
 
     def _estimate(self, provider: str | None, model: str | None, counters: dict[str, Any]) -> tuple[float | None, str | None]:
         key = (provider, model) + tuple(counters.get(n) for n in COUNTER_COLUMNS)
@@ -305,6 +316,45 @@ def _fingerprint(streams: Iterable[Any]) -> int:
         if st.slot is not None or st.est_cost_usd is not None:  # (archived sessions only)
             h.update(repr((st.slot, st.est_cost_usd)).encode())
     return int.from_bytes(h.digest()[:8], "big", signed=True)
+
+
+class RunValues:
+    """The GROUP_VALUES figures of runs from their report_facts rows, fed in any order: a run's
+    cost (values_cost_<mode>) is its whole cost over its pieces (costs.whole_cost: known when
+    every piece's is), its duration and its group keys its first row's (issue 26: the first
+    row's run_cost_<mode> is its first 15 minutes' only)."""
+
+    def __init__(self) -> None:
+        # (home_id, run_id) -> [first row's VALUE_KINDS keys or None, per figure its values]
+        self._runs: dict[tuple[Any, Any], list[Any]] = {}
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        first, piece = row["first"] == 1, row["piece"] == 1
+        if not (first or piece):
+            return
+        acc = self._runs.get((row["home_id"], row["run_id"]))
+        if acc is None:
+            acc = self._runs[(row["home_id"], row["run_id"])] = [None, [[] for _ in GROUP_VALUES]]
+        if first:
+            acc[0] = {k: row[k] for k in VALUE_KINDS}
+        for i, (name, src) in enumerate(GROUP_VALUES):
+            if name in _RUN_WIDE:
+                if first:
+                    acc[1][i].append(row[src])
+            elif piece:
+                acc[1][i].append(row[src])
+
+    def take(self) -> list[tuple[dict[str, Any], list[Any]]]:
+        """(first row's keys, figures) of each run with a first row; forgets them all."""
+        out = [(keys, [lists[i][0] if GROUP_VALUES[i][0] in _RUN_WIDE else whole_cost(lists[i])
+                       for i in range(len(GROUP_VALUES))])
+               for keys, lists in self._runs.values() if keys is not None]
+        self._runs = {}
+        return out
+
+
+# the figures a run's first row carries whole (the others: per piece, summed by RunValues)
+_RUN_WIDE = frozenset({"values_duration_ms"})
 
 
 def pack_values(values: list[Any], integer: bool) -> bytes:

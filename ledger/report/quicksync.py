@@ -148,7 +148,7 @@ def _running_changed(con: sqlite3.Connection) -> list[tuple[int, str]]:
 # -- the facts of changed runs (sync._rebuild) ------------------------------------------------
 
 _CACHED_COLS = ("home_id", "run_id", "model_key", "usage_fingerprint", "cost_estimated", "unpriced",
-                "cost_estimated_partial", "slot", "first", *GROUP_KINDS, *(src for _, src in GROUP_VALUES))
+                "cost_estimated_partial", "slot", "first", "piece", *GROUP_KINDS, *(src for _, src in GROUP_VALUES))
 _INSERT_FACTS = f"INSERT INTO report_facts ({', '.join(FACT_COLS)}) VALUES ({_marks(len(FACT_COLS))})"
 
 

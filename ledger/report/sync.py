@@ -39,8 +39,8 @@ import sqlalchemy as sa
 from ledger.index.models import COUNTER_COLUMNS, Home, Run, RunSubject, UsageStream
 from ledger.report import schema
 from ledger.report.facts import (  # noqa: F401 - re-exported (tests, scripts)
-    COMMAND_HARNESS, FACT_RULES, GROUP_RULES, GROUPS_DEFERRED, VERDICT_FACTS, Estimator, FactBuilder, SyncStats, _apply,
-    _counters, _default_estimator, _fingerprint, _price_version, _unpack, pack_values, run_outcome, verdict_facts,
+    COMMAND_HARNESS, FACT_RULES, GROUP_RULES, GROUPS_DEFERRED, VERDICT_FACTS, Estimator, FactBuilder, RunValues, SyncStats,
+    _apply, _counters, _default_estimator, _fingerprint, _price_version, _unpack, pack_values, run_outcome, verdict_facts,
 )
 from ledger.report.models import (
     CELL_KINDS, CHANGE_TRIGGERS, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MODEL_MEASURES, RUN_MEASURES,
@@ -159,7 +159,7 @@ def _load_cached(conn: Any, keys: Sequence[tuple[int, str]], touched: set[int],
         return out
     f = facts_t.c
     q = sa.select(f.home_id, f.run_id, f.model_key, f.usage_fingerprint, f.cost_estimated, f.unpriced,
-                  f.cost_estimated_partial, f.slot, f.first, *(f[k] for k in GROUP_KINDS),
+                  f.cost_estimated_partial, f.slot, f.first, f.piece, *(f[k] for k in GROUP_KINDS),
                   *(f[src] for _, src in GROUP_VALUES)).where(keys_in(f.home_id, f.run_id, keys))
     for r in conn.execute(q):
         out.setdefault((r.home_id, r.run_id), {})[(r.slot, r.model_key)] = (
@@ -273,16 +273,20 @@ def _group_select(kind: str, where: list[Any], sort: bool = False) -> Any:
 
 
 def _refresh_values(conn: Any, kind: str, where: list[Any]) -> None:
-    """The sorted figures (GROUP_VALUES) of the groups of `kind` whose rows match `where`."""
+    """The sorted figures (GROUP_VALUES) of the groups of `kind` whose rows match `where`: each
+    run's (facts.RunValues: its whole cost over its pieces, its first row's duration)."""
     f = facts_t.c
-    col = f[kind]
+    runs = RunValues()
+    names = ["home_id", "run_id", "first", "piece", *VALUE_KINDS, *(c for _, c in GROUP_VALUES)]
+    for row in conn.execute(sa.select(*(f[n] for n in dict.fromkeys(names))).where(
+            sa.or_(f.first == 1, f.piece == 1), *where)):
+        runs.add(row._mapping)
     per_group: dict[Any, list[list[Any]]] = {}
-    src = [f[c] for _, c in GROUP_VALUES]
-    for row in conn.execute(sa.select(col, *src).where(f.first == 1, *where)):
-        lists = per_group.get(row[0])
+    for keys, figures in runs.take():
+        lists = per_group.get(keys[kind])
         if lists is None:
-            lists = per_group[row[0]] = [[] for _ in GROUP_VALUES]
-        for i, v in enumerate(row[1:]):
+            lists = per_group[keys[kind]] = [[] for _ in GROUP_VALUES]
+        for i, v in enumerate(figures):
             if v is not None:
                 lists[i].append(v)
     g = groups_t.c

@@ -15,7 +15,7 @@ from typing import Any
 # ledger.report.sync.FACT_RULES / GROUP_RULES and ledger.index.report_tables.CHANGE_TRIGGERS (both import
 # SQLAlchemy; the test checks these agree)
 FACT_RULES = "3"
-GROUP_RULES = "1"  # ledger.report.sync.GROUP_RULES
+GROUP_RULES = "2"  # ledger.report.sync.GROUP_RULES
 GROUPS_DEFERRED = "deferred"  # ledger.report.facts.GROUPS_DEFERRED
 CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
 
