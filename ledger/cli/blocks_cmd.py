@@ -72,7 +72,8 @@ def blocks(*, home: Path | None, db: str | None, json_: bool, csv_: bool, active
         print("No active block." if active else "No Claude usage in the index.")
         return
     print_table(rows, ["Block start (UTC)", "Status", "Entries", "Tokens", "%", "Cost"],
-                title=f"{out['session_length_hours']:g}-hour blocks ({out['harness']})", compact=True)
+                title=f"{out['session_length_hours']:g}-hour blocks ({out['harness']})",
+                whole=[True, False, True, True, True, True])  # (formatted numbers and the start: never cut)
     for b in out["blocks"]:
         if b["is_active"] and b["burn_rate"]:
             r, p = b["burn_rate"], b["projection"]

@@ -128,7 +128,7 @@ def _print_human(doc: dict[str, Any]) -> None:
         err("no runs with an arm here: record them with `ledger run --arm NAME ...`, or group by "
             "--by skill / --by KIND")
         return
-    print_table(rows, header, compact=True, drop_first=(11, 10, 9))
+    print_table(rows, header, drop_first=(11, 10, 9))
     out = sys.stdout
     p = doc["paired"]
     if p is not None:

@@ -56,4 +56,4 @@ def projects(*, home: Path | None, db: str | None, json_: bool, csv_: bool, tz: 
         print("No runs in the index.")
         return
     print_table(rows, ["Project", "Runs", "Sessions", "Tokens", "Cost", "Last active (UTC)"], title="Projects",
-                compact=True, drop_first=(5, 2))
+                drop_first=(5, 2), whole=[False, True, True, True, True, True])  # (formatted numbers: never cut)

@@ -120,6 +120,8 @@ RUN_HELP: tuple[tuple[str, str | None, str], ...] = (
     ("--repeat", "N", "Run the command N times, each trial its own run (its trial number recorded), "
                       "all children of one parent run."),
     ("--jobs", "K", "With --repeat: at most K trials at once (default 1)."),
+    ("--trial", "N/M", "What --repeat gives each trial's own run: its number of M (recorded)."),
+    ("--run-id", "ID", "What --repeat gives each trial's own run: the id it was reserved."),
 )
 RUN_USAGE = "[OPTIONS] -- CMD [ARGS...]"
 
