@@ -25,9 +25,11 @@ def _runs_models(home) -> dict[str, str | None]:
 
 def test_a_claude_run_without_model_is_named_by_its_stream(home, tmp_path):
     result, snap = replay(home, tmp_path, "claude", stream_bytes("claude-tool-then-answer.jsonl"))
-    assert result.model is None  # the launch named none (the record's manifest too)
+    # the launch named none, so the record's manifest has none; the run's result (run --json)
+    # names the run's model as the record reader does (issue 26: run says what runs says)
     manifest = json.loads((Path(result.path) / "manifest.json").read_text())
     assert manifest["model"] is None
+    assert result.model == "claude-sonnet-4-5"
     assert snap.model == "claude-sonnet-4-5"
     assert _runs_models(home) == {result.run_id: "claude-sonnet-4-5"}
     assert _sql_models(home) == {result.run_id: "claude-sonnet-4-5"}

@@ -7,11 +7,13 @@ from typing import Annotated
 from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, Since, Until, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
 from ledger.cli.params import Argument, Option
 
-# cost_usd / cost_basis: the run's cost as `ledger report run` has it (cost auto; issue 26)
-RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "evidence_gaps", "subjects",
+# cost_usd / cost_basis: the run's cost as `ledger report run` has it (cost auto; issue 26), the
+# basis beside the figure it qualifies; the command stays last (issue 12: its cell is the one cut)
+RUN_COLUMNS = ("id", "started", "harness", "model", "outcome", "state", "input_tokens", "output_tokens", "cost_usd", "cost_basis",
+               "evidence_gaps", "subjects",
                "ok", "error_kind", "error_detail", "skill_invoked",  # (the verdict: issue 14)
-               "exit_code", "command",  # (issue 12)
-               "cost_basis")
+               "exit_code", "command")  # (issue 12)
+_AT = {name: i for i, name in enumerate(RUN_COLUMNS)}  # a column's place in a `_row`
 # an error kind the outcome already says: not repeated in the table's outcome cell
 IMPLIED_KINDS = {("failed", "session-error"), ("interrupted", "cancelled"), (None, "abandoned")}
 
@@ -41,7 +43,7 @@ def _short(row: list) -> list:
     row = list(row)
     row[0] = row[0][:12]
     row[1] = (row[1] or "")[:16].replace("T", " ")
-    kind = row[12]
+    kind = row[_AT["error_kind"]]
     if kind is not None and (row[4], kind) not in IMPLIED_KINDS:
         row[4] = f"{row[4] or row[5]} · {kind}"  # e.g. `completed · skill-not-invoked`
     if row[4] is None:
@@ -52,11 +54,13 @@ def _short(row: list) -> list:
             row[i] = f"{row[i]:,}"
     if isinstance(row[8], (int, float)):
         row[8] = f"{row[8]:,.4f}"
-    if row[8] is None and row[18] is not None:  # partly known: the known part, as the reports mark it
-        row[8] = f"≥{row[18]:,.4f}"
-    if row[8] is not None and row[17] is not None:  # with its basis (the cost the reports use: auto)
-        row[8] = f"{row[8]} {BASIS_SHORT.get(row[17], row[17])}"
-    del row[11:]  # (the verdict's columns: shown in the outcome cell)
+    known, basis = row[len(RUN_COLUMNS)], row[_AT["cost_basis"]]  # (cost_usd_known: appended by _table_row)
+    if row[8] is None and known is not None:  # partly known: the known part, as the reports mark it
+        row[8] = f"≥{known:,.4f}"
+    if row[8] is not None and basis is not None:  # with its basis (the cost the reports use: auto)
+        row[8] = f"{row[8]} {BASIS_SHORT.get(basis, basis)}"
+    del row[_AT["ok"]:]  # (the verdict's columns: shown in the outcome cell)
+    del row[_AT["cost_basis"]]  # (in the cost cell)
     del row[5]
     return row
 
@@ -169,9 +173,9 @@ def _named(home):
 def _row(d: dict) -> list:
     u = d["usage"]
     return [d["id"], d["started"], d["harness"], d["model"], d["outcome"], d["state"],
-            u["input_tokens"], u["output_tokens"], d.get("cost_usd"), d["evidence_gaps"], " ".join(d["subjects"]),
-            d.get("ok"), d.get("error_kind"), d.get("error_detail"), d.get("skill_invoked"), d.get("exit_code"),
-            d.get("command"), d.get("cost_basis")]
+            u["input_tokens"], u["output_tokens"], d.get("cost_usd"), d.get("cost_basis"), d["evidence_gaps"],
+            " ".join(d["subjects"]), d.get("ok"), d.get("error_kind"), d.get("error_detail"), d.get("skill_invoked"),
+            d.get("exit_code"), d.get("command")]
 
 
 @handle_errors
@@ -236,7 +240,7 @@ def runs(
             row[0] = ("  " * (depth - 1) + "└ " if depth else "") + row[0]
             rows.append(row)
         header, rows = _fit(rows, data_console().width)
-        print_table(rows, header, title=title, compact=True)
+        print_table(rows, header, title=title, whole=_whole(header))
     else:
         title = _title(len(chosen))
         if not chosen and sel.in_all:
@@ -248,9 +252,13 @@ def runs(
         from ledger.cli.common import data_console
 
         header, rows = _fit([_table_row(s.to_dict()) for s in chosen], data_console().width)
-        # (cut with … only where the terminal is narrower than the kept columns: harness, model, outcome, subjects)
-        whole = [h not in ("harness", "model", "outcome", "subjects", "command") for h in header]
-        print_table(rows, header, title=title, whole=whole)
+        print_table(rows, header, title=title, whole=_whole(header))
+
+
+def _whole(header: list[str]) -> list[bool]:
+    """The table's columns never cut: all but harness, model, outcome, subjects and the command
+    (cut with … only where the terminal is narrower than the kept columns)."""
+    return [h not in ("harness", "model", "outcome", "subjects", "command") for h in header]
 
 
 @handle_errors

@@ -76,8 +76,9 @@ def bring_up_to_date(url: str, *, resync: bool = False, groups: bool = False, no
                      check: bool = False, cheap: bool = False) -> bool:
     """Sync the report's tables with the index at `url` (a read-only index is read as it is,
     with a note). `check`: first ask whether anything is to sync (no SQLAlchemy when not);
-    `cheap`: on SQLite, only the small sync through the driver (a full one is left to the
-    next report), and say whether the tables are now in step (False: they may be stale)."""
+    `cheap`: only the small sync through the driver (SQLite; a full one, and on PostgreSQL any
+    sync, is left to the next report: a reader such as `ledger runs` does not rebuild the
+    report's tables), and say whether the tables are now in step (False: they may be stale)."""
     from ledger.index import db as dbmod
 
     def current() -> bool:
@@ -90,8 +91,8 @@ def bring_up_to_date(url: str, *, resync: bool = False, groups: bool = False, no
     if check and not resync and dbmod.is_sqlite(url) and current():
         return True
     try:
-        if cheap and dbmod.is_sqlite(url):
-            return _synced_small(url, groups) and current()
+        if cheap:
+            return dbmod.is_sqlite(url) and _synced_small(url, groups) and current()
         if resync or not _synced_small(url, groups):
             sync(url, full=resync, notify=notify, groups=groups)
     except Exception as exc:  # noqa: BLE001 - a read-only index is read as it is

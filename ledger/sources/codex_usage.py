@@ -515,8 +515,10 @@ class CodexUsage:
             e[_L_RESP] = response_id
         if key == prev:
             pass  # an exact repeat: nothing to charge
-        elif prev is not None and _le(_level(key), _level(prev)):
+        elif prev is not None and prev not in e[_L_PREDS] and _le(_level(key), _level(prev)):
             return  # a stale copy of an older level: it is not the level below the next one
+        # (a level below `prev` that another copy already had after `prev` is that copy's
+        # restart, read again: it is the level below the next one here too)
         else:
             if (prev or "") not in e[_L_PREDS]:
                 e[_L_PREDS].append(prev or "")
