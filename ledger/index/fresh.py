@@ -50,7 +50,7 @@ SEAL_GRACE_NS = 10_000_000_000
 SYMLINK_REASON = "a symlink, not a directory: not followed"
 LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's order
 # logsource._state_v of each client's spec: an index holding an older reducer state is re-read
-LOG_STATE_V = {"claude": 3, "codex": 4, "gemini": 1}
+LOG_STATE_V = {"claude": 3, "codex": 5, "gemini": 1}
 LOG_STATE_FORMAT = 1  # logsource.STATE_V: the log_state document's own layout ("v")
 CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
 PROBLEMS = "/problems"  # ledger.sources.archive.PROBLEMS

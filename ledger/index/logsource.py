@@ -213,7 +213,7 @@ class _Claude:
 class _Codex:
     harness = "codex"
     provider = "openai"
-    state_v = 4  # codex_usage.STATE_VERSION (2: tool calls, 3: results, 4: calls by response id): an older state re-reads
+    state_v = 5  # codex_usage.STATE_VERSION (2: tool calls, 3: results, 4: calls by response id, 5: seed 2525): an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:

@@ -122,7 +122,7 @@ from ledger.records.timefmt import format_utc, parse_rfc3339
 from ledger.records.verdict import MCP_PREFIX, TOOL_STATUSES, tool_status
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
-STATE_VERSION = 4  # 2: tool calls; 3: tool results, a level's thread start; 4: calls by response id, tiers
+STATE_VERSION = 5  # 2: tool calls; 3: tool results, a level's thread start; 4: calls by response id, tiers; 5: a copy's restart read again (seed 2525)
 
 # Raw cumulative fields, in the order a level stores them.
 RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
