@@ -506,3 +506,35 @@ def test_no_command_writes_outside_the_home_its_index_and_the_store(tmp_path, ho
             after = sandbox_state(tmp_path, mine)
             changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
             assert not changed, f"{name}: `ledger {' '.join(cmd[:3])}` changed {changed[:10]} outside"
+
+
+@pytest.mark.parametrize("room", [0, 64 * 1024])
+def test_an_import_on_a_full_disk_says_so_and_leaves_no_temporary_file(small_disk, tmp_path, room):
+    """`ledger import` on a disk that fills (at once, or part-way through the archive): an
+    `Error:` + `Hint:`, and no `.*.tmp` of its own left in the home (a state file's write that
+    fails removes its tmp); the next import, with room again, archives everything."""
+    import claudehistory
+
+    logs = tmp_path / "user" / ".claude"
+    claudehistory.generate(logs, sessions=3, seed=5)
+    home = small_disk / "home"
+    env = _env(LEDGER_HOME=str(home))
+    assert ledger("import", "claude", "--from", str(logs), env=env).returncode == 0  # a home with state files
+    claudehistory.generate(tmp_path / "more" / ".claude", sessions=3, seed=6)
+    for p in (tmp_path / "more" / ".claude").rglob("*.jsonl"):  # new logs beside the archived ones
+        dest = logs / p.relative_to(tmp_path / "more" / ".claude")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, dest)
+    filler = fill(small_disk)
+    if room:
+        os.truncate(filler, max(0, filler.stat().st_size - room))
+    res = ledger("import", "claude", "--from", str(logs), env=env)
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    if res.returncode != 0:
+        error_and_hint(res)
+        assert "no space left on the disk" in res.stderr, res.stderr
+    assert not [p for p in home.rglob("*.tmp")], sorted(str(p) for p in home.rglob("*.tmp"))
+    filler.unlink()
+    res = ledger("import", "claude", "--from", str(logs), env=env)
+    assert res.returncode == 0, res.stderr
+    assert not [p for p in home.rglob("*.tmp")]

@@ -650,16 +650,16 @@ def _write_atomic(path: str | Path, data: bytes, durable: bool = True) -> None:
         except FileExistsError:
             continue
     try:
-        if _umask_strips(FILE_MODE):
-            os.fchmod(fd, FILE_MODE)
-        _write_all(fd, data)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
+        try:
+            if _umask_strips(FILE_MODE):
+                os.fchmod(fd, FILE_MODE)
+            _write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException:  # (a full disk fails the write: the tmp is ours, never left behind)
         try:
             os.unlink(tmp)
         except OSError:
