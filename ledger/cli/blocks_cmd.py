@@ -108,16 +108,17 @@ def blocks(*, home: Path | None, db: str | None, json_: bool, csv_: bool, active
             (i != 6 or any(_limits(b["rate_limits"]) for b in out["blocks"]))]
     header, whole, rows = [header[i] for i in cols], [whole[i] for i in cols], [[r[i] for i in cols] for r in rows]
     print_table(rows, header, title=f"{out['session_length_hours']:g}-hour blocks ({out['harness']})", whole=whole)
-    last = next((b for b in reversed(out["blocks"]) if b["rate_limits"]), None)
-    if last is not None:  # (the reset times: the last block that has samples)
-        print(f"Official limits in the block of {last['start'][:16].replace('T', ' ')} (`ledger statusline`'s samples):")
-        for k, w in last["rate_limits"].items():
-            reset = f", resets {w['resets_at'][:16].replace('T', ' ')} UTC" if w["resets_at"] else ""
-            print(f"  {LABELS.get(k, k)}: {_pct(w['max_used_percentage'])} used at most{reset}")
     for b in out["blocks"]:
         if b["is_active"] and b["burn_rate"]:
             r, p = b["burn_rate"], b["projection"]
             rate = _money(r["cost_usd_per_hour"])
-            print(f"Active block: {_tokens(round(r['tokens_per_hour']))} tokens/h, {rate}/h ({b['cost_basis']}); "
-                  f"projected {_tokens(p['total_tokens'])} tokens, {_money(p['cost_usd'])} by {b['end'][11:16]} UTC "
+            # (two lines: one did not fit 80 columns)
+            print(f"Active block: {_tokens(round(r['tokens_per_hour']))} tokens/h, {rate}/h ({b['cost_basis']})")
+            print(f"  projected {_tokens(p['total_tokens'])} tokens, {_money(p['cost_usd'])} by {b['end'][11:16]} UTC "
                   f"({round(p['remaining_minutes'])} min left)")
+    last = next((b for b in reversed(out["blocks"]) if b["rate_limits"]), None)
+    if last is not None:  # (the reset times: the last block that has samples)
+        print(f"Official limits, block of {last['start'][:16].replace('T', ' ')} (`ledger statusline`'s samples):")
+        for k, w in last["rate_limits"].items():
+            reset = f", resets {w['resets_at'][:16].replace('T', ' ')} UTC" if w["resets_at"] else ""
+            print(f"  {LABELS.get(k, k)}: {_pct(w['max_used_percentage'])} used at most{reset}")
