@@ -84,6 +84,8 @@ def test_every_report_kind_counts_only_the_projects_runs(mixed):
             t = doc["totals"]
             assert t["total_tokens"] == sum(projects[p]["total_tokens"] for p in want), (kind, args)
             assert t["cost_usd_known"] == pytest.approx(sum(projects[p]["cost_usd_known"] for p in want)), (kind, args)
+    # every project: every run (each has one here)
+    assert _json("report", "daily", "--project", "*")["totals"] == _json("report", "daily")["totals"]
     one = _json("report", "run", "--project", "app")["rows"]
     assert len(one) == 1 and one[0]["total_tokens"] == 3396
     # records and imported sessions alike: the Codex threads' project by its cwd

@@ -88,11 +88,13 @@ def read_projects(c: Any, zone: tzinfo = timezone.utc, patterns: list[str] | Non
 
 
 
-def matching_projects(c: Any, patterns: list[str]) -> list[str]:
-    """The index's projects that `--project` patterns match (each once)."""
+def matching_projects(c: Any, patterns: list[str]) -> tuple[list[str], int]:
+    """The index's projects that `--project` patterns match (each once), and how many
+    projects the index has."""
     from ledger.index.rawread import wrap
 
-    return matching((p for (p,) in wrap(c).rows(f"SELECT DISTINCT {project_sql('runs')} FROM runs")), patterns)
+    every = [p for (p,) in wrap(c).rows(f"SELECT DISTINCT {project_sql('runs')} FROM runs") if p is not None]
+    return matching(every, patterns), len(every)
 
 
 def project_filter(c: Any, patterns: list[str]) -> Any:
@@ -100,12 +102,14 @@ def project_filter(c: Any, patterns: list[str]) -> Any:
     project the patterns match, found first (the match is fnmatch's, not SQL's)."""
     from ledger.report.aggregate import Sql
 
-    found = matching_projects(c, patterns)
+    found, every = matching_projects(c, patterns)
     if not found:
         return Sql("1 = 0")
-    return Sql("EXISTS (SELECT 1 FROM runs AS project_runs WHERE project_runs.home_id = report_facts.home_id "
-               f"AND project_runs.run_id = report_facts.run_id AND {project_sql('project_runs')} "
-               f"IN ({', '.join('?' * len(found))}))", tuple(found))
+    runs = ("EXISTS (SELECT 1 FROM runs AS project_runs WHERE project_runs.home_id = report_facts.home_id "
+            f"AND project_runs.run_id = report_facts.run_id AND {project_sql('project_runs')} ")
+    if len(found) == every:  # (`--project '*'`: every run with a project, without a long IN list)
+        return Sql(runs + "IS NOT NULL)")
+    return Sql(runs + f"IN ({', '.join('?' * len(found))}))", tuple(found))
 
 
 def project_runs(c: Any, patterns: list[str]) -> set[tuple[int, str]]:
