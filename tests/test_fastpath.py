@@ -37,6 +37,9 @@ CASES = [
     ["session", "--tz", "UTC", "--limit", "2", "--order", "asc", "--breakdown"],
     ["weekly", "--tz", "Europe/Paris", "--since", "2026-01-01", "--until", "20260131", "--cost", "estimated"],
     ["daily", "--tz", "UTC"],
+    # issue 29: --project on every kind (a glob that matches nothing: the hint on stderr)
+    ["session", "--tz", "UTC", "--project", "gamma", "--project", "/home/dev/b*"],
+    ["daily", "--project", "nothing-here", "--json"], ["project", "--project=alpha"],
     # usage mistakes: found by the command (said here) or only parsed by Typer (handed over)
     ["daily", "--since", "2026-13-01"],
     ["--json", "--csv"],

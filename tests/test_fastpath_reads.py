@@ -31,6 +31,7 @@ def home(tmp_path_factory):
 CASES = [
     ["runs"], ["runs", "--json", "--all"], ["runs", "--csv", "--harness", "cl*", "--harness", "codex"],
     ["runs", "--all", "--limit", "2", "--since", "7d"], ["runs", "--outcome=running", "--json"],
+    ["runs", "--all", "--project", "*", "--json"], ["runs", "--project", "nope"],
     ["show", "RUN"], ["show", "RUN", "--json"], ["show", "RUN", "--events"], ["show", "RUN"[:3]],
     ["index"], ["index", "--json"],
     # usage mistakes: found by the command (said here) or only parsed by Typer (handed over)

@@ -125,6 +125,7 @@ HEAVY = ("typer", "pydantic", "sqlalchemy", "alembic", "importlib.metadata", "em
 @pytest.mark.parametrize("argv", [
     ["report", "daily", "--tz", "UTC", "--json"], ["report", "model"], ["runs", "--json"], ["runs"],
     ["show", "RUN"], ["index", "--json"], ["import", "claude", "--from", "CFG", "--json"],
+    ["report", "session", "--project", "*a*", "--json"], ["runs", "--project", "*", "--json"],
 ], ids=" ".join)
 def test_a_warm_fast_path_command_imports_no_typer_nor_orm(warm, argv):
     env, run, cfg = warm
@@ -170,6 +171,13 @@ def test_a_warm_report_imports_only_what_it_uses(settled):
     assert json.loads(p.stdout)["rows"]
     assert not [m for m in LEAN if m in mods]
     assert (Path(settled["LEDGER_HOME"]) / "home-id.json").exists()  # (its id is read without uuid)
+
+
+def test_a_warm_report_by_project_imports_only_what_it_uses_too(settled):
+    mods, p = _modules(settled, "report", "daily", "--tz", "UTC", "--project", "*", "--json")
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    assert json.loads(p.stdout)["rows"]  # (the imported sessions' projects: all of them)
+    assert not [m for m in LEAN if m in mods]
 
 
 def test_a_usage_mistake_still_imports_typer_to_say_it(warm):

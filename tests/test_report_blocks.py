@@ -252,3 +252,64 @@ def test_no_active_block_without_recent_entries(home, monkeypatch):
     assert active_block(c, datetime.fromisoformat("2026-03-02T10:00:00+00:00").timestamp()) is None
     assert active_block(c, datetime.fromisoformat("2026-02-01T10:00:00+00:00").timestamp()) is None
     assert active_block(c, datetime.fromisoformat("2026-03-01T14:59:00+00:00").timestamp())["entries"] == 1
+
+
+def _samples(home: Path, lines: list) -> None:
+    (home / "statusline").mkdir(parents=True, exist_ok=True)
+    with open(home / "statusline" / "rate-limits.jsonl", "w") as f:
+        for line in lines:
+            f.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
+
+
+def _at(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_each_block_shows_the_official_limits_sampled_in_it(home, monkeypatch):
+    _records(home)
+    monkeypatch.setenv("LEDGER_NOW", "2026-03-02T12:30:00Z")
+    five = lambda used, reset: {"used_percentage": used, "resets_at": reset}  # noqa: E731
+    _samples(home, [
+        {"at": _at("2026-03-01T16:50:00Z"), "rate_limits": {"five_hour": five(20, _at("2026-03-01T21:00:00Z")),
+                                                            "seven_day": five(5, "2026-03-06T00:00:00Z")}},
+        {"at": _at("2026-03-01T17:30:00Z"), "rate_limits": {"five_hour": five(35, _at("2026-03-01T21:00:00Z") * 1000)}},
+        {"at": _at("2026-03-01T20:59:00Z"), "rate_limits": {"five_hour": five(30, None)}},
+        {"at": _at("2026-03-01T21:00:00Z"), "rate_limits": {"five_hour": five(99, None)}},   # the block's end: not in it
+        {"at": _at("2026-02-25T12:00:00Z"), "rate_limits": {"five_hour": five(77, None)}},   # in a gap: no block's
+        "garbage", "[1]", '{"at": "x", "rate_limits": {}}', '{"at": 1, "rate_limits": {"five_hour": {"used_percentage": true}}}',
+        '{"at": NaN, "rate_limits": {"five_hour": {"used_percentage": 1}}}',
+        {"at": _at("2026-03-02T11:00:00Z"), "rate_limits": {"five_hour": five(50, "2026-03-02T15:00:00Z"),
+                                                            "seven_day": five(9.5, "2026-03-06T00:00:00Z"),
+                                                            "seven_day_opus": five(float("nan"), None), "bad": 3}},
+    ])
+    blocks = {b["start"]: b for b in _blocks()["blocks"]}
+    assert blocks["2026-02-20T09:00:00.000Z"]["rate_limits"] is None
+    assert blocks["2026-03-01T16:00:00.000Z"]["rate_limits"] == {
+        "five_hour": {"max_used_percentage": 35.0, "resets_at": "2026-03-01T21:00:00.000Z", "samples": 3},
+        "seven_day": {"max_used_percentage": 5.0, "resets_at": "2026-03-06T00:00:00.000Z", "samples": 1}}
+    assert blocks["2026-03-02T10:00:00.000Z"]["rate_limits"] == {
+        "five_hour": {"max_used_percentage": 50.0, "resets_at": "2026-03-02T15:00:00.000Z", "samples": 1},
+        "seven_day": {"max_used_percentage": 9.5, "resets_at": "2026-03-06T00:00:00.000Z", "samples": 1}}
+    assert all(b["rate_limits"] is None for b in blocks.values() if b["is_gap"])
+    csv = cli("report", "blocks", "--csv").stdout.splitlines()
+    assert csv[0].endswith(",models,five_hour_max_used_percentage,seven_day_max_used_percentage")
+    assert [line.rsplit(",", 2)[1:] for line in csv[1:]] == [["", ""], ["", ""], ["35.0", "5.0"], ["", ""], ["50.0", "9.5"]]
+    monkeypatch.setenv("COLUMNS", "80")
+    out = cli("report", "blocks").stdout
+    table = out.splitlines()
+    assert "5h used" in out and max(map(len, table)) <= 80
+    assert "Active block: 2,717 tokens/h, $0.00/h (reported)" in table
+    assert [line.split()[-1] for line in table if line.startswith(" 2026-03-0") and "gap" not in line] == ["35%", "50%"]
+    assert out.splitlines()[-3:] == [
+        "Official limits, block of 2026-03-02 10:00 (`ledger statusline`'s samples):",
+        "  5h: 50% used at most, resets 2026-03-02 15:00 UTC", "  7d: 9.5% used at most, resets 2026-03-06 00:00 UTC"]
+
+
+def test_blocks_without_samples_show_no_limit(home, monkeypatch):
+    _records(home)
+    monkeypatch.setenv("LEDGER_NOW", "2026-03-02T12:30:00Z")
+    assert all(b["rate_limits"] is None for b in _blocks()["blocks"])
+    out = cli("report", "blocks").stdout
+    assert "5h used" not in out and "Official limits" not in out

@@ -123,6 +123,29 @@ def test_rate_limits_are_shown_and_each_sample_kept(tmp_path):
     assert json.loads(kept[1])["session_id"] == files[0].stem
 
 
+def test_report_blocks_shows_the_samples_the_status_line_kept(tmp_path):
+    env = _env(tmp_path)
+    files = _history(tmp_path / "claude")
+    assert _run(env, "statusline", stdin=_doc(files[0], files[0].stem, rate_limits={})).returncode == 0
+    before = [b for b in _report(env, "blocks")["blocks"]]
+    assert before and all(b["rate_limits"] is None for b in before)  # (no sample yet: unknown, never 0)
+    for used, now in ((42, "2026-03-02T12:30:00Z"), (57.5, "2026-03-02T13:10:00Z"), (51, "2026-03-02T13:20:00Z")):
+        limits = {"five_hour": {"used_percentage": used, "resets_at": 1772467200},   # 2026-03-02T16:00:00Z
+                  "seven_day": {"used_percentage": 7.5, "resets_at": "2026-03-05T00:00:00Z"}}
+        p = _run({**env, "LEDGER_NOW": now}, "statusline", stdin=_doc(files[0], files[0].stem, rate_limits=limits))
+        assert p.returncode == 0, p.stderr
+    env["LEDGER_NOW"] = "2026-03-02T13:30:00Z"
+    blocks = {b["start"]: b for b in _report(env, "blocks")["blocks"]}
+    assert blocks["2026-03-02T10:00:00.000Z"]["rate_limits"] == {
+        "five_hour": {"max_used_percentage": 57.5, "resets_at": "2026-03-02T16:00:00.000Z", "samples": 3},
+        "seven_day": {"max_used_percentage": 7.5, "resets_at": "2026-03-05T00:00:00.000Z", "samples": 3}}
+    assert [b["rate_limits"] for k, b in blocks.items() if k != "2026-03-02T10:00:00.000Z"] == [None] * (len(blocks) - 1)
+    table = _run({**env, "COLUMNS": "80"}, "report", "blocks").stdout.decode()
+    assert "5h used" in table and "57.5%" in table and max(map(len, table.splitlines())) <= 80
+    assert "  5h: 57.5% used at most, resets 2026-03-02 16:00 UTC" in table
+    assert "  7d: 7.5% used at most, resets 2026-03-05 00:00 UTC" in table
+
+
 def test_install_and_uninstall_show_the_change(tmp_path):
     env = _env(tmp_path)
     settings = Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json"

@@ -22,7 +22,8 @@ def _money(r: dict[str, Any]) -> str:
     return "?" if r["cost_usd_known"] is None else f">=${r['cost_usd_known']:,.2f}"
 
 
-def projects(*, home: Path | None, db: str | None, json_: bool, csv_: bool, tz: str | None, resync: bool) -> None:
+def projects(*, home: Path | None, db: str | None, json_: bool, csv_: bool, tz: str | None, resync: bool,
+             project: list[str] | None = None) -> None:
     from ledger.home import home_named, resolve_home
     from ledger.report.aggregate import ReportQuery
     from ledger.report.buckets import ReportError, resolve_zone
@@ -34,11 +35,15 @@ def projects(*, home: Path | None, db: str | None, json_: bool, csv_: bool, tz: 
     except ReportError as exc:
         raise usage_error(exc.message, hint=exc.hint) from None
     doc = build_reports(resolve_home(home), db, [ReportQuery()], notify=err, resync=resync, named=home_named(home),
-                        read_query=lambda c, _q: _Doc(read_projects(c, zone)))[0]
+                        read_query=lambda c, _q: _Doc(read_projects(c, zone, project)))[0]
     out = dict(doc)
     if doc.unreadable:
         out["unreadable_runs"] = doc.unreadable
         err(f"ledger: {len(doc.unreadable)} run record(s) could not be read and are in no row (`ledger verify`)")
+    if project and not out["rows"]:
+        from ledger.cli.report_cmd import no_project_hint
+
+        err(no_project_hint(project))
     if json_:
         print_json(out)
         return

@@ -50,6 +50,7 @@ def report(
     host: Annotated[ListOpt, _filter("host")] = None,
     source: Annotated[ListOpt, _filter("source")] = None,
     home_id: Annotated[ListOpt, _filter("home_id")] = None,
+    project: Annotated[ListOpt, Option("--project", metavar="GLOB", help="Only runs and sessions of a project matching this glob: the git top level or working directory, whole or its last part (`--project myrepo`; repeat for several; `ledger report project` lists them).", show_default=False)] = None,
     outcome: Annotated[ListOpt, Option("--outcome", help=f"{' | '.join(OUTCOMES)} (repeatable).", show_default=False)] = None,
     by: Annotated[str | None, Option("--by", help=f"{' | '.join(EVALUATION_KINDS)}: the evaluation view (same as the {' / '.join(EVALUATION_KINDS)} reports).", show_default=False)] = None,
     breakdown: Annotated[bool, Option("--breakdown", help="Per-model rows under each group.", metavar="")] = False,
@@ -80,11 +81,11 @@ def report(
         from ledger.cli.blocks_cmd import blocks
 
         return blocks(home=home, db=db, json_=json_, csv_=csv_, active=active, recent=recent,
-                      token_limit=token_limit, session_length=session_length, resync=resync)
+                      token_limit=token_limit, session_length=session_length, resync=resync, project=project)
     if kind == "project":
         from ledger.cli.projects_cmd import projects
 
-        return projects(home=home, db=db, json_=json_, csv_=csv_, tz=tz, resync=resync)
+        return projects(home=home, db=db, json_=json_, csv_=csv_, tz=tz, resync=resync, project=project)
     if active or recent or token_limit is not None or session_length != 5.0:
         raise usage_error("--active, --recent, --token-limit and --session-length are options of `report blocks`",
                           param_hint="KIND")
@@ -131,7 +132,7 @@ def report(
         week_start=week_start,
         filters={k: v for k, v in (("harness", harness), ("model", model), ("skill", skill), ("subject", subject),
                                    ("repo", repo), ("host", host), ("outcome", outcome), ("source", source),
-                                   ("home_id", home_id)) if v},
+                                   ("home_id", home_id), ("project", project)) if v},
         breakdown=breakdown, order=order, limit=limit, cost=cost,
     )
     if html is not None:
@@ -161,3 +162,11 @@ def report(
         render.print_table(rep)
         for line in render.notes(rep):
             err(line)
+    if project and not rep.rows:
+        err(no_project_hint(project))
+
+
+def no_project_hint(project: list[str]) -> str:
+    """What an empty report filtered by --project says on stderr (every report kind)."""
+    said = " ".join(f"--project {p!r}" for p in project)
+    return f"Hint: no runs matched {said}; `ledger report project` lists the projects"

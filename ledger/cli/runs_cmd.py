@@ -194,6 +194,7 @@ def runs(
     subject: Annotated[list[str] | None, Option("--subject", help="Only runs with this subject, e.g. task:LOO-1 (repeatable; `*` wildcard).", show_default=False)] = None,
     skill: Annotated[list[str] | None, Option("--skill", help="Only this skill (repeatable; `*` wildcard).", show_default=False)] = None,
     source: Annotated[list[str] | None, Option("--source", help="Only runs from this source: record (ledger run), claude-log, codex-log, gemini-log (imported sessions; repeatable).", show_default=False)] = None,
+    project: Annotated[list[str] | None, Option("--project", metavar="GLOB", help="Only runs and sessions of a project matching this glob: the git top level or working directory, whole or its last part (repeatable; `ledger report project` lists them).", show_default=False)] = None,
     tree: Annotated[bool, Option("--tree", help="Each run's children (replays, runs inside the agent) under it, indented; --json: nested `children`.", metavar="")] = False,
 ) -> None:
     """List runs, newest first (from the index, brought up to date with the records first)."""
@@ -216,10 +217,14 @@ def runs(
     except LedgerError as exc:
         raise usage_error(exc.message, hint=exc.hint) from None
     filters = RunFilter(harness=harness or (), outcome=outcome or (), subject=subject or (), skill=skill or (),
-                        source=source or (), since=start, until=end, limit=limit,
+                        source=source or (), project=project or (), since=start, until=end, limit=limit,
                         ranged=since is not None or until is not None)
     sel = indexed_selection(_home(home), db, all_, err, filters=filters, named=_named(home))
     chosen = sel.runs
+    if project and not chosen and not sel.in_all:
+        from ledger.cli.report_cmd import no_project_hint
+
+        err(no_project_hint(project))
     if tree:
         ordered = run_tree(chosen)
         if json_:

@@ -100,6 +100,8 @@ class Candidate:
     skill: str | None
     source: str
     subjects: list[Subject]
+    worktree: str | None = None  # (with the cwd: the run's project, `--project`)
+    cwd: str | None = None
 
 
 def _datetime_param(c: Conn, dt: datetime) -> Any:
@@ -151,10 +153,10 @@ def list_candidates(conn: Any, home_id: int | None, all_: bool, now: datetime | 
     subjects = _subjects(c, home_id, sub_cond, sub_params)
     out: list[Any] = [
         Candidate(run_id, utc_text(created), "settled" if settled else _liveness(host, boot, pid, ticks),
-                  harness, outcome, skill, source, subjects.get(run_id, []))
-        for run_id, created, settled, harness, outcome, skill, source, host, boot, pid, ticks in c.rows(
+                  harness, outcome, skill, source, subjects.get(run_id, []), worktree, cwd)
+        for run_id, created, settled, harness, outcome, skill, source, host, boot, pid, ticks, worktree, cwd in c.rows(
             "SELECT run_id, created_at, settled, harness, outcome, skill, source, host, boot_id, launcher_pid, "
-            f"launcher_start_ticks FROM runs WHERE home_id = ?{cond}", (home_id, *params))]
+            f"launcher_start_ticks, worktree, cwd FROM runs WHERE home_id = ?{cond}", (home_id, *params))]
     out.extend(_unreadable(c, home_id))
     return out
 

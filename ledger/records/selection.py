@@ -4,7 +4,7 @@ Without --all: runs started in the last RECENT_DAYS days (or in the `--since`/`-
 newest first, at most RECENT_LIMIT (or `--limit`), plus, when no range is given, every unterminated run
 (running, abandoned, unknown, or unreadable: a record that cannot be read) whatever its age,
 so nothing in flight, lost or damaged is ever hidden. Filters (harness, outcome, subject,
-skill; `*` wildcards) apply first; an outcome filter matches the outcome, or the state of a
+skill; `*` wildcards; project: ledger.records.project's match) apply first; an outcome filter matches the outcome, or the state of a
 run that has none (running, abandoned, unknown, unreadable).
 """
 
@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from typing import Iterable, Sequence
 
 from ledger.records.model import RunSnapshot
+from ledger.records.project import project_matches, project_of
 
 RECENT_DAYS = 7
 RECENT_LIMIT = 50
@@ -29,6 +30,7 @@ class RunFilter:
     subject: Sequence[str] = ()
     skill: Sequence[str] = ()
     source: Sequence[str] = ()
+    project: Sequence[str] = ()  # (ledger.records.project: the worktree, else the cwd; whole or its last part)
     since: datetime | None = None  # UTC: started at or after
     until: datetime | None = None  # UTC: started before
     limit: int | None = None
@@ -49,6 +51,8 @@ class RunFilter:
         if self.skill and not any_of(self.skill, [s.skill]):
             return False
         if self.source and not any_of(self.source, [s.source]):
+            return False
+        if self.project and not project_matches(project_of(s.worktree, s.cwd), self.project):
             return False
         return True
 

@@ -366,10 +366,18 @@ def _time_conds(start: int | None, end: int | None) -> list[Sql]:
     return conds
 
 
-def _filter_conds(q: ReportQuery) -> list[Sql]:
+def _filter_conds(q: ReportQuery, c: Conn | None = None) -> list[Sql]:
+    """The filters as conditions on report_facts (`--project` needs `c`: its patterns are
+    matched against the index's projects first, ledger.report.projects.project_filter)."""
     f = FACTS
     conds: list[Sql] = []
     flt = q.filters
+    if flt.get("project"):
+        if c is None:
+            raise ReportError("--project needs the index to read its projects")
+        from ledger.report.projects import project_filter
+
+        conds.append(project_filter(c, flt["project"]))
     for name in ("harness", "skill", "repo", "host", "outcome", "source"):
         if flt.get(name):
             conds.append(_match(f"{f}.{name}", flt[name]))
@@ -735,7 +743,7 @@ def run_report(conn: Any, q: ReportQuery, source: str | None = None) -> Report:
     t0 = time.perf_counter()
     c = wrap(conn)
     start, end = time_bounds(q)
-    conds = _time_conds(start, end) + _filter_conds(q)
+    conds = _time_conds(start, end) + _filter_conds(q, c)
     forced = source is not None  # (the facts as they are: no rollup, no index walk)
     source = source or _source(q)
     if q.kind == "task":  # runs grouped into tasks (ledger.report.tasks)
@@ -998,7 +1006,7 @@ def _collect_days(c: Conn, q: ReportQuery, start: int | None, end: int | None) -
     facts for the partial days at its ends."""
     t = DAYS
     col = _Collector(q)
-    filters = _filter_conds(q)
+    filters = _filter_conds(q, c)
     day_lo = None if start is None else -(-start // 86400)
     day_hi = None if end is None else end // 86400
     if day_lo is not None and day_hi is not None and day_lo >= day_hi:
@@ -1342,6 +1350,12 @@ def _finish(q: ReportQuery, groups: dict[Any, Agg], totals: Agg, conn: Conn, con
     rows = _sort_rows(q, rows)
     if q.limit is not None:
         rows = rows[:q.limit]
+    if q.kind == "session" and rows:  # (issue 29: which project, and when last active)
+        from ledger.report.projects import session_fields
+
+        found = session_fields(conn, [d["key"] for d in rows], conds)
+        for d in rows:
+            d["project"], d["last_activity"] = found.get(d["key"], (None, None))
     tot = row_dict("total", totals, q)
     tot.pop("key")
     if q.kind == "task" and info is not None:  # the tool counts of every task (the rows', --limit or not)

@@ -21,6 +21,12 @@ ccusage 20.0.24 in tests/test_report_blocks.py):
   entry), its projection adds that rate over the time left to its end.
 
 `now` is the clock, or LEDGER_NOW (RFC 3339; for tests and reproducible output).
+
+A block's `rate_limits` are the official limits Claude Code showed while the block ran: the
+samples `ledger statusline` kept (ledger.report.statusline.read_samples) taken in [start,
+end), per window kind (five_hour, seven_day, ...) the largest `used_percentage` seen, the
+latest reset time seen and the samples' count; None where no sample was taken (unknown,
+never 0). The limits are the account's: `--project` leaves them as they are.
 """
 
 from __future__ import annotations
@@ -170,16 +176,42 @@ def block_dict(b: _Block, now: float) -> dict[str, Any]:
     return d
 
 
+def limits_in(samples: list[tuple[float, dict[str, tuple[float, float | None]]]], start: int,
+              end: int) -> dict[str, Any] | None:
+    """The block's `rate_limits` from the samples taken in [start, end) (see the module)."""
+    out: dict[str, dict[str, Any]] = {}
+    resets: dict[str, float] = {}
+    for at, windows in samples:
+        if not start <= at < end:
+            continue
+        for name, (used, reset) in windows.items():
+            w = out.get(name)
+            if w is None:
+                w = out[name] = {"max_used_percentage": used, "resets_at": None, "samples": 0}
+            w["max_used_percentage"] = max(w["max_used_percentage"], used)
+            w["samples"] += 1
+            if reset is not None and reset > resets.get(name, float("-inf")):
+                resets[name] = reset
+    for name, reset in resets.items():
+        try:
+            out[name]["resets_at"] = _iso(reset)
+        except (OverflowError, OSError, ValueError):
+            pass
+    return {k: out[k] for k in sorted(out)} or None
+
+
 def gap_dict(start: int, end: int) -> dict[str, Any]:
     return {"id": "gap-" + _iso(start), "start": _iso(start), "end": _iso(end), "actual_end": None,
             "is_active": False, "is_gap": True, "runs": 0, "sessions": 0, "entries": 0,
             **dict.fromkeys(TOKENS, 0), "total_tokens": 0, "cost_usd": 0.0, "cost_usd_known": 0.0,
-            "cost_basis": None, "models": [], "burn_rate": None, "projection": None}
+            "cost_basis": None, "models": [], "burn_rate": None, "projection": None, "rate_limits": None}
 
 
 def blocks_doc(entries: list[dict[str, Any]], *, session_hours: float = 5, now: float | None = None,
-               active: bool = False, recent: bool = False, token_limit: str | int | None = None) -> dict[str, Any]:
-    """The blocks document (`report blocks --json`)."""
+               active: bool = False, recent: bool = False, token_limit: str | int | None = None,
+               samples: list | None = None) -> dict[str, Any]:
+    """The blocks document (`report blocks --json`); `samples`: the kept rate_limits samples
+    (each block's `rate_limits`)."""
     length = session_seconds(session_hours)
     now = now_s() if now is None else now
     out: list[dict[str, Any]] = []
@@ -188,6 +220,7 @@ def blocks_doc(entries: list[dict[str, Any]], *, session_hours: float = 5, now: 
         if prev_end is not None and prev_end < b.start:
             out.append(gap_dict(prev_end, b.start))
         out.append(block_dict(b, now))
+        out[-1]["rate_limits"] = limits_in(samples or [], b.start, b.end)
         prev_end = b.end
     if recent:
         cutoff = _iso(now - RECENT_DAYS * 86400)
@@ -238,15 +271,24 @@ def active_block(c: Any, now: float, session_hours: float = 5) -> dict[str, Any]
         back *= 4
 
 
-def read_blocks(c: Any, _q: Any = None, **options: Any) -> dict[str, Any]:
-    """The blocks document of a synced index (ledger.report.service.build_reports' `answer`)."""
+def read_blocks(c: Any, _q: Any = None, project: list[str] | None = None, **options: Any) -> dict[str, Any]:
+    """The blocks document of a synced index (ledger.report.service.build_reports' `answer`);
+    `project`: only the entries of runs and sessions of the projects it matches."""
     from ledger.index.rawread import wrap
 
-    return blocks_doc(read_entries(wrap(c)), **options)
+    c = wrap(c)
+    entries = read_entries(c)
+    if project:
+        from ledger.report.projects import project_runs
+
+        keep = project_runs(c, project)
+        entries = [e for e in entries if e["run"] in keep]
+    return blocks_doc(entries, **options)
 
 
 CSV_FIELDS = ("start", "end", "actual_end", "is_active", "is_gap", "runs", "sessions", "entries", *TOKENS,
               "total_tokens", "cost_usd", "cost_usd_known", "cost_basis")
+CSV_LIMITS = ("five_hour", "seven_day")  # (the CSV's official-limit columns, after the models)
 
 
 def to_csv(doc: dict[str, Any]) -> str:
@@ -255,7 +297,9 @@ def to_csv(doc: dict[str, Any]) -> str:
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_FIELDS + ("models",))
+    w.writerow(CSV_FIELDS + ("models",) + tuple(f"{k}_max_used_percentage" for k in CSV_LIMITS))
     for b in doc["blocks"]:
-        w.writerow([b[f] for f in CSV_FIELDS] + ["|".join(m["model"] or "" for m in b["models"])])
+        limits = b.get("rate_limits") or {}
+        w.writerow([b[f] for f in CSV_FIELDS] + ["|".join(m["model"] or "" for m in b["models"])]
+                   + [limits[k]["max_used_percentage"] if k in limits else "" for k in CSV_LIMITS])
     return buf.getvalue()

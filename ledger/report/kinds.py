@@ -15,7 +15,7 @@ EVALUATION_KINDS = ("subject", "skill")
 # reports of their own shape, not ReportQuery's (`report blocks`: ledger.report.blocks; `report project`: ledger.report.projects)
 EXTRA_KINDS = ("blocks", "project")
 OUTCOMES = ("completed", "failed", "interrupted", "abandoned", "running", "unknown")
-# filter name -> what the filter matches (the CLI's `--NAME` help); `outcome` is its own option
+# filter name -> what the filter matches (the CLI's `--NAME` help)
 FILTER_LABELS = {
     "harness": "harness",
     "model": "model (the launched model or any model it used)",
@@ -26,7 +26,8 @@ FILTER_LABELS = {
     "source": "source (record: launched by `ledger run`; claude-log, codex-log, gemini-log: imported sessions)",
     "home_id": "home id (`ledger homes list`: the id written in the home; a team index holds several)",
 }
-FILTERS = (*FILTER_LABELS, "outcome")
+# `outcome` and `project` are options of their own (`project`: ledger.records.project's match)
+FILTERS = (*FILTER_LABELS, "outcome", "project")
 # auto: the provider's receipt, else the estimate (ledger.report.costs applies the rule)
 COST_MODES = ("auto", "reported", "estimated")
 WEEK_STARTS = ("monday", "sunday")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Callable, Iterator
 
 from ledger.report.aggregate import Report
@@ -17,6 +18,7 @@ EVALUATION_FIELDS = ("median_cost_usd", "median_duration_ms", "judged_runs", "ok
                      "skill_expected_runs", "skill_invoked_runs", "skill_invoked_rate", "tool_calls", "tool_errors",
                      "tool_error_rate")
 RUN_FIELDS = ("started", "harness", "model", "outcome", "duration_ms")
+SESSION_FIELDS = ("project", "last_activity")  # (ledger.report.projects.session_fields)
 MODEL_FIELDS = (
     "model", "runs", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
     "reasoning_tokens", "total_tokens", "cost_usd", "cost_basis", "cost_usd_known", "unmeasured_cost_runs",
@@ -36,6 +38,8 @@ def csv_header(report: Report) -> list[str]:
         fields += EVALUATION_FIELDS
     if q.kind == "run":
         fields += RUN_FIELDS
+    if q.kind == "session":
+        fields += SESSION_FIELDS
     if q.kind == "task":
         from ledger.report.tasks import TASK_FIELDS
 
@@ -228,12 +232,36 @@ def fmt_short_tokens(d: dict[str, Any], name: str) -> str:
     return fmt_short(v) + ("+" if d.get("unmeasured_usage_runs") else "")
 
 
-def _key_text(report: Report, key: Any) -> str:
+SESSION_PREFIX = 8  # a session id's cells in a narrow table (its first group: whole in --json / --csv)
+PROJECT_CELLS = 20  # a project's cells at most in the session table (its directory's name, cut …)
+
+
+def _key_text(report: Report, key: Any, width: int = 200) -> str:
     if key is None:
         return "(none)"
     if report.query.kind == "run":
         return str(key)[:16]
+    if report.query.kind == "session" and width < 120:  # (room for its project and last activity)
+        return str(key)[:SESSION_PREFIX]
     return str(key)
+
+
+def _project_text(d: dict[str, Any]) -> str:
+    """A session row's project in the table: its directory's name (the path: --json / --csv)."""
+    project = d["project"]
+    if project is None:
+        return "—"
+    from ledger.records.project import last_component
+    from ledger.tables import elide
+
+    return elide(last_component(project), PROJECT_CELLS)
+
+
+def _local_minute(stamp: str | None, zone: Any) -> str:
+    """An RFC 3339 UTC time as `YYYY-MM-DD HH:MM` in the report's zone."""
+    if not stamp:
+        return "—"
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
 
 def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
@@ -244,6 +272,9 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
     if q.kind == "run":
         cols += [("started", lambda d: (d.get("started") or "")[:16].replace("T", " ")),
                  ("model", lambda d: d.get("model") or "—")]
+    if q.kind == "session":  # (issue 29: which project, and when last active; whole in --json)
+        cols += [("project", lambda d: _project_text(d) if "project" in d else ""),
+                 ("last active", lambda d: _local_minute(d["last_activity"], q.zone) if "last_activity" in d else "")]
     if compact and q.is_time:  # (issue 29: the split at 80 columns, as ccusage's daily table)
         cols += [("input", lambda d: fmt_short_tokens(d, "input_tokens")),
                  ("output", lambda d: fmt_short_tokens(d, "output_tokens")),
@@ -278,11 +309,11 @@ def table_columns(report: Report, width: int) -> list[tuple[str, Any]]:
 
 # cells a per-model row leaves empty (they describe the group)
 GROUP_ONLY = ("failed", "intr.", "aband.", "unverified", "median $", "median time", "started", "model", "ok",
-              "invoked", "tool err", "verdict")
+              "invoked", "tool err", "verdict", "project", "last active")
 # hidden in this order while the table is wider than the terminal: the group key, the run
 # count, the tokens and the cost stay whole (a cut number reads as another number)
 DROP_ORDER = ("tool err", "invoked", "unverified", "aband.", "intr.", "median time", "failed", "started", "model", "median $", "basis",
-              "cache write", "cache wr", "cache read", "cache rd")
+              "project", "last active", "cache write", "cache wr", "cache read", "cache rd")
 
 
 def _fit(cols: list[tuple[str, Any]], body: list[tuple[list[str], Any]], width: int) -> list[int]:
@@ -329,13 +360,14 @@ def print_table(report: Report, console: Any = None) -> None:
     title += f" · cost {q.cost}"
     body: list[tuple[list[str], str | None]] = []
     for row in report.rows:
-        body.append(([_key_text(report, row["key"])] + [fn(row) for _, fn in cols[1:]], None))
+        body.append(([_key_text(report, row["key"], width)] + [fn(row) for _, fn in cols[1:]], None))
         for m in row.get("models", ()):
             body.append(([f"  └ {m['model'] or '(unknown model)'}"] + [
                 fn(m) if name not in GROUP_ONLY else "" for name, fn in cols[1:]], "dim"))
     body.append((["Total"] + [fn(report.totals) for _, fn in cols[1:]], "bold"))
     keep = _fit(cols, body, width)
-    justify = ["left" if i == 0 or cols[i][0] in ("basis", "started", "model") else "right" for i in keep]
+    justify = ["left" if i == 0 or cols[i][0] in ("basis", "started", "model", "project", "last active") else "right"
+               for i in keep]
     headers = [cols[i][0] for i in keep]
     rows = [([plain(cells[i]) for i in keep], style, style == "bold") for cells, style in body]
     if console is None:

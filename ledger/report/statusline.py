@@ -53,6 +53,10 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _finite(v: float | None) -> bool:
+    return v is not None and -1e300 < v < 1e300  # (NaN and the infinities fail)
+
+
 def config_root(transcript_path: str | None) -> Path | None:
     """The Claude config dir holding a transcript (`<dir>/projects/<project>/<session>.jsonl`)."""
     if not transcript_path:
@@ -92,8 +96,8 @@ def money(v: float | None, known: float | None = None) -> str:
     return f"${v:.4f}" if 0 < v < 0.01 else f"${v:.2f}"
 
 
-def _clock(v: Any) -> str | None:
-    """A reset time (epoch seconds, or RFC 3339 text) as local HH:MM."""
+def reset_epoch(v: Any) -> float | None:
+    """A reset time (epoch seconds or milliseconds, or RFC 3339 text) in epoch seconds."""
     s = _num(v)
     if s is None and isinstance(v, str):
         from datetime import datetime
@@ -102,10 +106,16 @@ def _clock(v: Any) -> str | None:
             s = datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
         except ValueError:
             return None
+    if not _finite(s):
+        return None
+    return s / 1000 if s > 1e11 else s  # (milliseconds)
+
+
+def _clock(v: Any) -> str | None:
+    """A reset time (reset_epoch) as local HH:MM."""
+    s = reset_epoch(v)
     if s is None:
         return None
-    if s > 1e11:  # (milliseconds)
-        s /= 1000
     try:
         return time.strftime("%H:%M", time.localtime(s))
     except (OverflowError, OSError, ValueError):
@@ -176,3 +186,34 @@ def keep_sample(home: Path, doc: dict[str, Any], now: float) -> bool:
     with open(path, "ab") as f:
         f.write(json.dumps(sample, separators=(",", ":"), sort_keys=True).encode() + b"\n")
     return True
+
+
+def read_samples(home: Path) -> list[tuple[float, dict[str, tuple[float, float | None]]]]:
+    """The kept samples, oldest first: (at, {window kind: (used_percentage, reset epoch or
+    None)}), each window with a numeric use (a damaged line or window is left out: the
+    file is the home's, but its values came from stdin)."""
+    try:
+        with open(Path(home) / SAMPLES, "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("rate_limits"), dict):
+            continue
+        at = _num(doc.get("at"))
+        if not _finite(at):
+            continue
+        windows = {}
+        for name, lim in doc["rate_limits"].items():
+            used = _num(lim.get("used_percentage")) if isinstance(lim, dict) else None
+            if _finite(used):
+                windows[name] = (used, reset_epoch(lim.get("resets_at")))
+        if windows:
+            out.append((at, windows))
+    out.sort(key=lambda s: s[0])
+    return out
