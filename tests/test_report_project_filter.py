@@ -126,8 +126,10 @@ def test_a_glob_that_matches_nothing_says_how_to_see_the_projects(mixed, argv, f
 def test_runs_lists_only_the_projects_runs_and_sessions(mixed):
     ids = {d["id"]: d for d in _json("runs", "--all", "--project", "app", "--project", "other")}
     assert sorted(d["source"] for d in ids.values()) == ["record", "record"]
+    assert sorted(d["project"] for d in ids.values()) == ["/src/app", "/src/other"]  # (the worktree, else the cwd)
     sessions = _json("runs", "--all", "--project", "proj0")
-    assert len(sessions) == 3 and {d["source"] for d in sessions} == {"claude-log"}
+    assert len(sessions) == 3 and {(d["source"], d["project"]) for d in sessions} == {("claude-log", "/work/proj0")}
+    assert all(d["ended"] for d in sessions)  # (an imported session's last activity)
     codex = _json("runs", "--all", "--project", "/home/dev/*")
     assert codex and {d["source"] for d in codex} == {"codex-log"}
     table = cli("runs", "--all", "--project", "proj0")

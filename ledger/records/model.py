@@ -16,6 +16,7 @@ EVENT_TYPES = frozenset({
     "activity", "provider_account_selected",
 })
 from ledger.records.counters import ALL_INT_COUNTERS, EXTRA_COUNTERS, INT_COUNTERS  # noqa: F401, E402
+from ledger.records.project import project_of  # noqa: E402
 # Across streams these take the max (they describe one context), the rest are summed.
 MAX_ACROSS_STREAMS = frozenset({"peak_input_tokens", "context_window_tokens"})
 I64_MAX = 2**63 - 1
@@ -204,6 +205,7 @@ class RunSnapshot:
             "parent_run_id": self.parent_run_id,
             "repo": self.repo,
             "worktree": self.worktree,
+            "project": project_of(self.worktree, self.cwd),  # (issue 29: what --project matches)
             "subjects": [s.selector for s in self.subjects],
             "skill": self.skill,
             "outcome": self.outcome,

@@ -14,7 +14,6 @@ whose directory starts so. A run without a project matches no pattern.
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
 from typing import Iterable, Sequence
 
 
@@ -36,6 +35,8 @@ def last_component(project: str) -> str:
 def project_matches(project: str | None, patterns: Sequence[str]) -> bool:
     if project is None:
         return False
+    from fnmatch import fnmatchcase  # (here: ledger.records.model reads project_of on every path)
+
     name = last_component(project)
     return any(fnmatchcase(project, p) or fnmatchcase(name, p) for p in patterns)
 
