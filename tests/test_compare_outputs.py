@@ -16,7 +16,8 @@ co = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(co)
 
 # a few outputs of each family (the whole list takes minutes): records, sessions, show, sql
-SELECT = r"^(runs --all json|report daily json|report session csv|report blocks table|show .* json|sql json|verify --json)$"
+SELECT = (r"^(runs --all json|report daily json|report session csv|report blocks table|show .* json|sql json"
+          r"|verify --json)$")
 
 
 def _pg_up() -> bool:

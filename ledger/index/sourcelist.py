@@ -9,5 +9,6 @@ from __future__ import annotations
 
 from ledger.index.logsource import LogSource
 from ledger.index.sources import RunRecordsSource, Source
+from ledger.sources.clients import IMPORTABLE
 
-SOURCES: tuple[Source, ...] = (RunRecordsSource(), LogSource("claude"), LogSource("codex"), LogSource("gemini"))
+SOURCES: tuple[Source, ...] = (RunRecordsSource(), *(LogSource(client) for client in IMPORTABLE))
