@@ -7,6 +7,14 @@ must not change behaviour is proven by byte-identical outputs).
     python scripts/compare_outputs.py --compare DIR_A DIR_B
     python scripts/compare_outputs.py --generate --home H [--runs N] [--sessions N] [--seed S]
 
+A refactoring's before and after (the same home, two checkouts, one list of outputs: this
+script's):
+
+    git worktree add /tmp/before COMMIT
+    python scripts/compare_outputs.py --home /tmp/h --out /tmp/A --code /tmp/before
+    python scripts/compare_outputs.py --home /tmp/h --out /tmp/B
+    python scripts/compare_outputs.py --compare /tmp/A /tmp/B
+
 `--home H`: the home (generated here first when H does not exist: run records of every
 harness, outcome and damage, and imported Claude Code and Codex sessions, from fixed seeds
 and a fixed clock, so two generations are byte-identical). `--out DIR`: for each backend,
@@ -20,11 +28,13 @@ Determinism (what is fixed, what is masked):
 - every capture indexes a fresh copy of the home (files aged to one fixed time) into a fresh
   database (a new SQLite file, a new PostgreSQL database dropped afterwards), with its own
   price-rates cache, TZ=UTC, COLUMNS=80 and LEDGER_NOW fixed (`report blocks`);
-- generated runs start between 2026-03 and 2026-10, long before any clock that runs this, so
+- generated runs start between 2026-03 and 2026-09, long before any clock that runs this, so
   `ledger runs`' default window (last 7 days) holds only the unsettled runs;
 - masked in every output: the copy's path (`$HOME`), the database URL/name (`$DB`), the
-  temporary directory (`$TMP`) and this machine's host name (`$HOSTNAME`); and, in JSON,
-  the values of timing keys (TIMING_KEYS) and `added_at` (when the index first saw the home).
+  temporary directory (`$TMP`) and this machine's host name (`$HOSTNAME`); a command's own
+  duration (`in 1.64s`, `took 3ms`: DURATION); and, in JSON, the values of TIMING_KEYS
+  (timings, and `added_at` / `last_indexed_at`: when the index saw the home);
+- the copy's `home-id.json` is written with a fixed id (HOME_UID) before the first command.
 """
 
 from __future__ import annotations
