@@ -134,6 +134,20 @@ def test_a_warm_fast_path_command_imports_no_typer_nor_orm(warm, argv):
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     assert p.stdout.strip()
     assert not [m for m in mods if m in HEAVY or m.split(".")[0] in HEAVY], argv
+    # and lint-imports' warm-path contract names every ledger module it loads (pyproject.toml)
+    assert sorted(m for m in mods if m.split(".")[0] == "ledger" and m not in WARM_CONTRACT) == [], argv
+
+
+def _warm_contract() -> frozenset[str]:
+    import tomllib
+
+    with open(REPO / "pyproject.toml", "rb") as f:
+        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    (warm,) = [c for c in contracts if c["name"].startswith("the warm path imports no")]
+    return frozenset(warm["source_modules"])
+
+
+WARM_CONTRACT = _warm_contract()
 
 
 # what a warm `report --tz UTC --json` does without (issue 15), M instructions at import: hashlib

@@ -19,13 +19,19 @@ INDEX = Path(models.__file__).parent
 
 
 def _orm_metadata():
-    """models.py and report_tables.py executed with sqlalchemy.orm's declarative base."""
+    """metadata.py, models.py and report_tables.py executed with sqlalchemy.orm's declarative
+    base (metadata.py's Base put where models.py imports it)."""
+    base = (INDEX / "metadata.py").read_text()
+    base = base.replace("from ledger.index.tabledefs import TableClass",
+                        "from sqlalchemy.orm import DeclarativeBase")
+    base = base.replace("class Base(metaclass=TableClass):", "class Base(DeclarativeBase):")
+    base = base.replace("from __future__ import annotations\n", "")
     src = (INDEX / "models.py").read_text()
-    src = src.replace("from ledger.index.tabledefs import Mapped, TableClass, mapped_column",
-                      "from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column")
-    src = src.replace("class Base(metaclass=TableClass):", "class Base(DeclarativeBase):")
+    src = src.replace("from ledger.index.metadata import NAMING, Base  # noqa: F401 - (NAMING re-exported)\n", base)
+    src = src.replace("from ledger.index.tabledefs import Mapped, mapped_column",
+                      "from sqlalchemy.orm import Mapped, mapped_column")
     src = src.replace("from ledger.index import report_tables  # noqa: E402,F401", "")
-    assert "TableClass" not in src and "DeclarativeBase" in src
+    assert "TableClass" not in src and "DeclarativeBase" in src and "from sqlalchemy.orm import Mapped, mapped_column" in src
     # (the ORM resolves string annotations through sys.modules)
     mod = types.ModuleType("orm_models")
     sys.modules["orm_models"] = mod
@@ -34,8 +40,8 @@ def _orm_metadata():
     rsrc = (INDEX / "report_tables.py").read_text()
     rsrc = rsrc.replace("from ledger.index.tabledefs import Mapped, mapped_column",
                         "from sqlalchemy.orm import Mapped, mapped_column")
-    rsrc = rsrc.replace("from ledger.index.models import REPORT_VIEWS, Base  # noqa: F401 - REPORT_VIEWS re-exported", "")
-    assert "tabledefs" not in rsrc
+    rsrc = rsrc.replace("from ledger.index.metadata import Base\n", "")
+    assert "tabledefs" not in rsrc and "ledger.index.metadata" not in rsrc
     rmod = types.ModuleType("orm_report_tables")
     sys.modules["orm_report_tables"] = rmod
     rns = rmod.__dict__

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from ledger.cli.common import HomeOpt, JsonOpt, err, handle_errors, print_json, usage_error
 from ledger.cli.params import Argument, Option
+from ledger.sources.clients import IMPORTABLE
 
-CHOICES = ("claude", "codex", "gemini", "all")
+CHOICES = (*IMPORTABLE, "all")
 
 
 @handle_errors
@@ -46,7 +47,7 @@ def import_(
     if from_ is not None and client == "all":
         raise usage_error("--from needs a client: its layout is Claude Code's, Codex's or Gemini CLI's",
                          hint="e.g. `ledger import claude --from PATH`")
-    names = ["claude", "codex", "gemini"] if client == "all" else [client]
+    names = list(IMPORTABLE) if client == "all" else [client]
     h = Path(os.path.abspath(resolve_home(home)))
     summaries = []
     for name in names:

@@ -60,7 +60,7 @@ other databases rows come back to the writer for Core's executemany. A fresh bui
 (`prepare`) creates its schema while the workers read the first records.
 
 Modules: this one runs a pass (homes, batches, transactions, the summary) over the sources
-of `sources.py` (a source discovers what changed since its cursors and folds each changed
+of `sourcelist.py` (a source discovers what changed since its cursors and folds each changed
 item into rows + its new cursor; run records are the first); `scan.py` finds what changed
 in the run records (signatures, shards, sealing, work items); `project.py` turns a record
 into rows (encoders, column plans); `workers.py` runs the worker processes and their
@@ -86,7 +86,8 @@ from ledger.index.bulk import analyze_if_unknown, copy_batch, insert_dicts, inse
 from ledger.index.models import Home, IndexCursor
 from ledger.index.project import Folded
 from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, delete_runs, launcher_dict
-from ledger.index.sources import SOURCES, PassContext, Source
+from ledger.index.sourcelist import SOURCES
+from ledger.index.sources import PassContext, Source
 from ledger.index.work import tally
 from ledger.index.workers import SCRATCH_PREFIX, Workers
 from ledger.records.model import ScanProblem

@@ -757,7 +757,7 @@ def _links_changed(conn: Any, h: int, src: LogSource, harness: str) -> bool:
     """Whether a session's link to a run record differs from what log_sessions holds (the rule
     is ledger.index.fresh.links_changed, shared with the small pass)."""
     from ledger.index.fresh import links_changed
-    from ledger.index.rawread import wrap
+    from ledger.index.dbapi import wrap
 
     if src.name != f"{harness}-log":  # pragma: no cover - (a source named otherwise than its client)
         raise ValueError(src.name)

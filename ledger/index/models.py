@@ -16,27 +16,17 @@ from datetime import datetime
 
 from sqlalchemy import (
     BigInteger, Boolean, DateTime, Double, ForeignKey, ForeignKeyConstraint, Index, Integer,
-    MetaData, Text, UniqueConstraint,
+    Text, UniqueConstraint,
 )
 
-from ledger.index.tabledefs import Mapped, TableClass, mapped_column
+from ledger.index.metadata import NAMING, Base  # noqa: F401 - (NAMING re-exported)
+from ledger.index.tabledefs import Mapped, mapped_column
 
 from ledger.records.model import ALL_INT_COUNTERS
-
-NAMING = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
 
 # The reduced per-run / per-stream counters, in the order the views list them: the record
 # format's list (ledger.records.model), so a new counter is declared once.
 COUNTER_COLUMNS = ALL_INT_COUNTERS
-
-
-class Base(metaclass=TableClass):
-    metadata = MetaData(naming_convention=NAMING)
 
 
 class Meta(Base):

@@ -18,43 +18,10 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 from ledger.index import db as dbmod
-
-
-class Conn:
-    """One read transaction: `rows(sql, params)` -> list of tuples."""
-
-    def __init__(self, raw: Any, dialect: str) -> None:
-        self.raw = raw
-        self.dialect = dialect  # sqlite | postgresql | ...
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        if self.dialect == "sqlite":
-            return self.raw.execute(sql, tuple(params)).fetchall()
-        # the server driver's placeholder (psycopg: %s; no literal % in ledger's queries)
-        sql = sql.replace("?", "%s")
-        res = self.raw.exec_driver_sql(sql, tuple(params)) if params else self.raw.exec_driver_sql(sql)
-        return [tuple(r) for r in res.fetchall()]
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
-        got = self.rows(sql, params)
-        return got[0] if got else None
-
-    def marks(self, n: int) -> str:
-        return ", ".join("?" * n)
-
-
-def wrap(conn: Any) -> Conn:
-    """A Conn for a Conn, a sqlite3 connection or an SQLAlchemy connection (tests, callers
-    that hold one already)."""
-    if isinstance(conn, Conn):
-        return conn
-    if isinstance(conn, sqlite3.Connection):
-        return Conn(conn, "sqlite")
-    name = conn.dialect.name
-    return Conn(conn.connection.driver_connection if name == "sqlite" else conn, name)
+from ledger.index.dbapi import Conn, wrap  # noqa: F401 - (re-exported: the readers' connection)
 
 
 @contextmanager

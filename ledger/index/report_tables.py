@@ -30,7 +30,8 @@ from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, LargeBinary
 
 from ledger.index.tabledefs import Mapped, mapped_column
 
-from ledger.index.models import REPORT_VIEWS, Base  # noqa: F401 - REPORT_VIEWS re-exported
+from ledger.index.metadata import Base
+from ledger.sqlviews import REPORT_VIEWS  # noqa: F401 - re-exported
 
 SLOT_SECONDS = 900  # the clustering slot: every zone offset in use today is a multiple of 15 min
 

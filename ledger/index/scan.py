@@ -28,7 +28,7 @@ from ledger.records.verdict import judge
 from ledger.index.work import PREFIX_BYTES, Work, files_sig, launcher_dict, sig  # noqa: F401 - (re-exported)
 
 if TYPE_CHECKING:
-    from ledger.index.sources import PassContext
+    from ledger.index.work import PassContext
 
 SHARD_GROUP = 64  # shards whose cursors are loaded with one query
 

@@ -4,13 +4,11 @@ A source discovers what changed in a home since its cursors and folds each chang
 (new bytes only, from the cursor's position) into rows plus the item's new cursor, which the
 indexer commits in the same transaction. Run records (`runs/<xx>/run_*/`) are the first
 source; each client's archived session logs (`sources/<client>/...`, DESIGN §4b,
-logsource.py) are the others.
+logsource.py) are the others (sourcelist.py names them all, in pass order).
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol
 
 import sqlalchemy as sa
@@ -18,6 +16,7 @@ import sqlalchemy as sa
 from ledger.index.models import Attempt, IndexCursor, Run, RunSubject, ToolUse, UsageStream
 from ledger.index.project import EXPECTED_COLS, OUT_TABLES, Folded, damaged_cursor, fold_record
 from ledger.index.scan import RunScan, Work, delete_runs
+from ledger.index.work import PassContext  # noqa: F401 - (re-exported: the sources' interface)
 from ledger.records.model import ScanProblem
 
 
@@ -28,23 +27,6 @@ TABLES = {t.name: t for t in RUN_TABLES}
 if tuple(TABLES) != OUT_TABLES or any(tuple(c.name for c in TABLES[n].columns) != cols
                                       for n, cols in EXPECTED_COLS.items()):  # pragma: no cover
     raise RuntimeError("indexer row layout differs from the models: update project.EXPECTED_COLS and the builder")
-
-
-@dataclass
-class PassContext:
-    """What a source's discovery gets for one home's pass."""
-
-    conn: Any
-    home: str
-    home_id: int
-    full: bool  # --full: look into everything, trust no signature alone
-    fresh: bool  # an empty database: there are no cursors to look up
-    racy_before: int  # ns: a signature this recent may still change within its clock tick
-    seal_before: int  # ns: quiet since then, a settled item may be sealed
-    summary: Any  # the pass's IndexSummary (counts and problems found while discovering)
-    encode: bool  # rows are encoded for SQLite's driver
-    txn: Callable[[], AbstractContextManager[Any]]  # a transaction (or the caller's single one)
-    ready: Callable[[], None] = lambda: None  # before a source's first write: a fresh build's schema
 
 
 class Discovery(Protocol):
@@ -94,9 +76,3 @@ class RunRecordsSource:
 
     def discover(self, ctx: PassContext) -> RunScan:
         return RunScan(ctx)
-
-
-from ledger.index.logsource import LogSource  # noqa: E402 - (it imports scan, like this module)
-
-# Run records first: the archived sessions link to the runs recorded in the same pass.
-SOURCES: tuple[Source, ...] = (RunRecordsSource(), LogSource("claude"), LogSource("codex"), LogSource("gemini"))

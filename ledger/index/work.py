@@ -7,8 +7,9 @@ Shared by the pass (scan.py, project.py, the workers) and the small SQLAlchemy-f
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ledger.index.sealing import SeenCursor
 
@@ -88,3 +89,22 @@ def tally(s: Any, batch: list[Work], results: list[Any], prevs: dict[str, Any], 
             s.unchanged += 1
         else:
             s.updated += 1
+
+
+# -- a pass ------------------------------------------------------------------------------
+
+@dataclass
+class PassContext:
+    """What a source's discovery gets for one home's pass."""
+
+    conn: Any
+    home: str
+    home_id: int
+    full: bool  # --full: look into everything, trust no signature alone
+    fresh: bool  # an empty database: there are no cursors to look up
+    racy_before: int  # ns: a signature this recent may still change within its clock tick
+    seal_before: int  # ns: quiet since then, a settled item may be sealed
+    summary: Any  # the pass's IndexSummary (counts and problems found while discovering)
+    encode: bool  # rows are encoded for SQLite's driver
+    txn: Callable[[], AbstractContextManager[Any]]  # a transaction (or the caller's single one)
+    ready: Callable[[], None] = lambda: None  # before a source's first write: a fresh build's schema

@@ -32,7 +32,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ledger.launch.adapters import COMMAND, adapter_class, detect_harness
-from ledger.launch.stop import EXIT_STOPPED, STOP_REQUEST, Signals, StopControl, stop_reason_of
+from ledger.launch.stop import Signals, StopControl, stop_exit, stop_reason_of
 
 SURFACE = "interactive"
 TICK_SECS = 0.1
@@ -178,9 +178,9 @@ def launch_interactive(opts: Any, harness: str) -> Any:
     """Run the agent on the terminal and record it (see the module docstring); a RunResult."""
     from ledger.launch import sessionlog
     from ledger.launch.redact import Redactor
-    from ledger.launch.runner import RunResult, _launch_request
+    from ledger.launch.options import RunResult
+    from ledger.launch.recording import child_env, launch_request, open_capture
     from ledger.records.verdict import judge
-    from ledger.records.writer import RunCapture
 
     from ledger.errors import LedgerError
 
@@ -201,20 +201,9 @@ def launch_interactive(opts: Any, harness: str) -> Any:
     signals.install()
     ignore_ttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # ledger takes the terminal back from the background
     try:
-        try:
-            capture = RunCapture(opts.home, harness=harness, surface=SURFACE, model=model,
-                                 skill=opts.skill or opts.expect_skill, subjects=list(opts.subjects),
-                                 launch=_launch_request(cls, argv, redactor), env=env, cwd=cwd)
-        except OSError as exc:
-            raise LedgerError(f"cannot create a run record in {opts.home}: {exc.strerror or exc}",
-                              hint="pass a writable home with `ledger run --home DIR` (or set LEDGER_HOME)") from None
-        child_env = dict(env)
-        for k in ("LF_PARENT_RUN_ID",):
-            child_env.pop(k, None)
-        child_env.update({"LF_RUN_ID": capture.run_id, "LF_RUN_DIR": os.fspath(capture.path),
-                          "LEDGER_RUN_ID": capture.run_id, "LEDGER_RUN_DIR": os.fspath(capture.path)})
-        if capture.manifest.parent_run_id:
-            child_env["LF_PARENT_RUN_ID"] = capture.manifest.parent_run_id
+        capture = open_capture(opts.home, harness=harness, surface=SURFACE, model=model,
+                               skill=opts.skill or opts.expect_skill, subjects=list(opts.subjects),
+                               launch=launch_request(cls, argv, redactor), env=env, cwd=cwd)
         attempt = capture.start_attempt(cls.provider, model)
         if pinned:
             capture.provider_session(attempt, pinned)
@@ -223,7 +212,7 @@ def launch_interactive(opts: Any, harness: str) -> Any:
         started = time.monotonic()
         capture.emit("handoff", surface=SURFACE)
         try:
-            child = TerminalChild(argv, env=child_env, cwd=opts.cwd, fd=fd)
+            child = TerminalChild(argv, env=child_env(env, capture), cwd=opts.cwd, fd=fd)
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             msg = redactor.text(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
@@ -243,12 +232,7 @@ def launch_interactive(opts: Any, harness: str) -> Any:
         stops = StopControl(signals, capture.path, started=started, timeout=opts.timeout,
                             grace_secs=opts.grace_secs or GRACE_SECS)
         try:
-            rc = child.poll()
-            while rc is None:
-                time.sleep(TICK_SECS)
-                stops.check(child, time.monotonic())
-                rc = child.poll()
-            stops.reap_group(child)
+            rc = stops.wait_out(child, TICK_SECS)
         finally:
             child.restore()
         duration = time.monotonic() - started
@@ -272,22 +256,14 @@ def _settle(opts: Any, capture: Any, cls: Any, harness: str, model: str | None, 
             logs: Any, pinned: str | None, cwd: str, started_at: Any) -> Any:
     from ledger.launch import sessionlog
     from ledger.launch.adapters.base import StreamBook, reduce_books, with_total_input
-    from ledger.launch.process import exit_code_for
-    from ledger.launch.runner import TOKEN_KEYS, RunResult, books_cost
+    from ledger.launch.options import TOKEN_KEYS, RunResult
+    from ledger.launch.recording import books_cost
     from ledger.records.verdict import TOOL_STATUSES, judge
 
+    # a stop's outcome and exit code by the one rule (stop.stop_exit), else the agent's end
     stop_reason = stop_reason_of(child.stopped_by, stops.requested)
-    if stop_reason == "timeout":
-        exit_code = 124
-    elif stop_reason == STOP_REQUEST:
-        exit_code = EXIT_STOPPED
-    elif stop_reason == "signal":
-        exit_code = 128 + int(getattr(signal.Signals, (child.stopped_by or ":SIGTERM").split(":", 1)[1]))
-    else:
-        exit_code = exit_code_for(rc)
-    if stop_reason is not None or (rc is not None and rc < 0 and -rc in (signal.SIGTERM, signal.SIGHUP)):
-        outcome = "interrupted"
-    else:
+    outcome, exit_code = stop_exit(stop_reason, child.stopped_by, rc)
+    if outcome is None:
         outcome = "completed" if rc == 0 else "failed"
     # the session: found, archived as `ledger import` does, read by the import's reducers
     reasons: list[str] = []

@@ -1,4 +1,5 @@
-"""Stopping a run: the one place that decides when and why `ledger run` stops its agent.
+"""Stopping a run: the one place that decides when and why `ledger run` stops its agent, and
+how a stopped run settles (`stop_exit`: its outcome and exit code, for both launchers).
 
 Two sides:
 
@@ -36,6 +37,10 @@ STOP_FILE = "stop-request.json"
 STOP_REQUEST = "stop_request"        # the result event's stop_reason
 EXIT_STOPPED = 128 + signal.SIGTERM  # a run stopped by `ledger stop` exits as if SIGTERMed
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+EXIT_TIMEOUT = 124                   # `--timeout` (as timeout(1))
+EXIT_MAX_COST = 125                  # `--max-cost` passed
+NEEDS_TERMINAL = "needs_terminal"    # stop_reason / stopped_by: the child stopped for the terminal
+EXIT_NEEDS_TERMINAL = 1              # (an error, not a cancellation)
 STOP_SCHEMA = 1
 
 
@@ -216,9 +221,51 @@ class StopControl:
             time.sleep(0.05)
         child.signal_group(signal.SIGKILL)
 
+    def wait_out(self, child: Stoppable, tick: float, wait: Callable[[float], int | None] | None = None) -> int | None:
+        """Wait for the child's exit (it may outlive its stdout), still honouring stops every
+        tick, then reap what is left of a stopped child's group; its return code."""
+        rc = child.poll()
+        while rc is None:
+            if wait is not None:
+                rc = wait(tick)
+            else:
+                time.sleep(tick)
+                rc = child.poll()
+            if rc is None:
+                self.check(child, time.monotonic())
+        self.reap_group(child)
+        return rc
+
     def fields(self) -> dict[str, Any]:
         """The result event's additions: the stop request that stopped the run."""
         return {"stop_request": self.request} if self.request is not None else {}
+
+
+def stop_exit(stop_reason: str | None, stopped_by: str | None, rc: int | None) -> tuple[str | None, int]:
+    """How a run ended by a stop (or by a stopping signal to the child) settles, for both
+    launchers: (its outcome, or None when the child's own end decides it; its exit code).
+    A stop interrupts the run, except a child stopped for the terminal (it could never have
+    run headless: failed); a child killed by SIGINT/SIGTERM/SIGHUP was interrupted too."""
+    if stop_reason == "timeout":
+        code = EXIT_TIMEOUT
+    elif stop_reason == "signal":
+        name = (stopped_by or "signal:SIGTERM").split(":", 1)[1]
+        code = 128 + int(getattr(signal.Signals, name, signal.SIGINT))
+    elif stop_reason == "max_cost":
+        code = EXIT_MAX_COST
+    elif stop_reason == STOP_REQUEST:
+        code = EXIT_STOPPED
+    elif stop_reason == NEEDS_TERMINAL:
+        code = EXIT_NEEDS_TERMINAL
+    else:
+        from ledger.launch.process import exit_code_for
+
+        code = exit_code_for(rc)
+    if stop_reason == NEEDS_TERMINAL:
+        return "failed", code
+    if stop_reason is not None or (rc is not None and rc < 0 and -rc in STOP_SIGNALS):
+        return "interrupted", code
+    return None, code
 
 
 def group_alive(pgid: int) -> bool:
