@@ -37,7 +37,7 @@ def _limits(limits: dict[str, Any] | None) -> str:
 
 def _hint(out: dict[str, Any], project: list[str] | None) -> None:
     if project and not any(not b["is_gap"] for b in out["blocks"]):
-        from ledger.cli.report_cmd import no_project_hint
+        from ledger.records.project import no_project_hint
 
         err(no_project_hint(project))
 

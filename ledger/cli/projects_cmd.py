@@ -41,7 +41,7 @@ def projects(*, home: Path | None, db: str | None, json_: bool, csv_: bool, tz: 
         out["unreadable_runs"] = doc.unreadable
         err(f"ledger: {len(doc.unreadable)} run record(s) could not be read and are in no row (`ledger verify`)")
     if project and not out["rows"]:
-        from ledger.cli.report_cmd import no_project_hint
+        from ledger.records.project import no_project_hint
 
         err(no_project_hint(project))
     if json_:

@@ -163,10 +163,6 @@ def report(
         for line in render.notes(rep):
             err(line)
     if project and not rep.rows:
+        from ledger.records.project import no_project_hint
+
         err(no_project_hint(project))
-
-
-def no_project_hint(project: list[str]) -> str:
-    """What an empty report filtered by --project says on stderr (every report kind)."""
-    said = " ".join(f"--project {p!r}" for p in project)
-    return f"Hint: no runs matched {said}; `ledger report project` lists the projects"

@@ -222,7 +222,7 @@ def runs(
     sel = indexed_selection(_home(home), db, all_, err, filters=filters, named=_named(home))
     chosen = sel.runs
     if project and not chosen and not sel.in_all:
-        from ledger.cli.report_cmd import no_project_hint
+        from ledger.records.project import no_project_hint
 
         err(no_project_hint(project))
     if tree:

@@ -44,3 +44,9 @@ def project_matches(project: str | None, patterns: Sequence[str]) -> bool:
 def matching(projects: Iterable[str | None], patterns: Sequence[str]) -> list[str]:
     """The projects (each once, sorted) that the patterns match."""
     return sorted({p for p in projects if p is not None and project_matches(p, patterns)})
+
+
+def no_project_hint(project: list[str]) -> str:
+    """What an empty report filtered by --project says on stderr (every report kind)."""
+    said = " ".join(f"--project {p!r}" for p in project)
+    return f"Hint: no runs matched {said}; `ledger report project` lists the projects"

@@ -24,6 +24,7 @@ from ledger.plainclass import FrozenPlain, Plain
 from ledger.report.buckets import PERIODS, Buckets, ReportError, bound_text, epoch, make_buckets, utc_range
 from ledger.report.costs import COST_MODES, group_basis, whole_cost_sql
 from ledger.report.schema import START_KEY
+from ledger.report.sqltext import Sql, _and, _key_in, _or
 from ledger.report.kinds import (
     ESTIMATED, EVALUATION_KINDS, FILTERS, KINDS, OUTCOMES, REPORTED, SLOT_SECONDS, TOKEN_COLUMNS, VERDICT_FACTS,
     known_outcome,
@@ -248,27 +249,6 @@ def row_dict(key: Any, agg: Agg, q: ReportQuery) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------
 # SQL: the same two aggregate vectors (run-level, per-model) over report_facts or a rollup
-
-
-class Sql(FrozenPlain):
-    """An SQL condition or expression: text with `?` placeholders, and their values in order
-    (a frozen dataclass, written out: ledger.plainclass)."""
-
-    __slots__ = ("text", "params")
-
-    def __init__(self, text: str, params: tuple = ()) -> None:
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "params", params)
-
-
-def _and(conds: Sequence[Sql]) -> Sql:
-    return Sql(" AND ".join(f"({c.text})" if " OR " in c.text else c.text for c in conds),
-               tuple(p for c in conds for p in c.params))
-
-
-def _or(conds: Sequence[Sql]) -> Sql:
-    return Sql(" OR ".join(f"({c.text})" if " AND " in c.text else c.text for c in conds),
-               tuple(p for c in conds for p in c.params))
 
 
 def _select(cols: Sequence[str], table: str, conds: Sequence[Sql] = (), group: Sequence[str] = (),
@@ -1177,15 +1157,6 @@ def _totals_models(c: Conn, q: ReportQuery, conds: list[Sql], totals: Agg) -> No
     f = FACTS
     for row in _rows(c, _select([f"{f}.model_key", *_model_aggregates(q)], f, conds, [f"{f}.model_key"])):
         totals.add_model(_none_if_empty(row[0]), row, 1)
-
-
-def _key_in(col: str, keys: Sequence[Any]) -> Sql:
-    """col IN keys (None among them: or col IS NULL)."""
-    values = [k for k in keys if k is not None]
-    conds = [Sql(f"{col} IN ({', '.join('?' * len(values))})", tuple(values))] if values else []
-    if len(values) < len(keys):
-        conds.append(Sql(f"{col} IS NULL"))
-    return _or(conds) if conds else Sql("1 = 0")
 
 
 def _rank_stmt(q: ReportQuery, conds: list[Sql]) -> Sql:

@@ -98,9 +98,9 @@ def matching_projects(c: Any, patterns: list[str]) -> tuple[list[str], int]:
 
 
 def project_filter(c: Any, patterns: list[str]) -> Any:
-    """`--project` as a condition on report_facts (ledger.report.aggregate.Sql): the runs whose
+    """`--project` as a condition on report_facts (ledger.report.sqltext.Sql): the runs whose
     project the patterns match, found first (the match is fnmatch's, not SQL's)."""
-    from ledger.report.aggregate import Sql
+    from ledger.report.sqltext import Sql
 
     found, every = matching_projects(c, patterns)
     if not found:
@@ -132,7 +132,7 @@ def session_fields(c: Any, keys: list[Any], conds: list[Any]) -> dict[Any, tuple
     of the session (`conds`: the report's range and filters). A session in several projects
     (resumed elsewhere) is in its latest one's."""
     from ledger.index.rawread import wrap
-    from ledger.report.aggregate import Sql, _and, _key_in
+    from ledger.report.sqltext import Sql, _and, _key_in
 
     c = wrap(c)
     f = "report_facts"
