@@ -162,14 +162,10 @@ app = typer.Typer(
 
 
 def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
+    if value:  # (ledger.cli.app.main answers a plain `ledger --version` without Typer)
+        from ledger import __version__
 
-        try:
-            v = version("ledger")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            v = "unknown (not installed)"
-        print(f"ledger {v}")
+        print(f"ledger {__version__}")
         raise typer.Exit(0)
 
 
