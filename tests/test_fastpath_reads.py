@@ -95,3 +95,18 @@ def test_an_option_from_the_environment_is_left_to_typer(home, monkeypatch):
     monkeypatch.setenv("LEDGER_SQL_ROLE", "")
     assert parse(["select 1"], sql.__wrapped__) is None
     assert parse(["--role", "r", "select 1"], sql.__wrapped__) == {"role": "r", "query": "select 1"}
+
+
+@pytest.mark.parametrize("columns", ["44", "80"])
+@pytest.mark.parametrize("args", [["sql", "select run_id, harness, 'a long text cell to cut' as note from runs_v"],
+                                  ["runs", "--all"], ["sql", "select 1 where 0"]], ids=lambda a: " ".join(a))
+def test_a_table_to_a_pipe_is_what_richs_console_writes(home, args, columns, monkeypatch):
+    # issue 28: print_table writes the table's text itself when standard output takes no styles
+    # (ledger.tables.plain_stdout); under the test runner (a swapped stream) Rich's console does
+    env, _run = home
+    env = {**env, "COLUMNS": columns}
+    real = subprocess.run([sys.executable, "-m", "ledger", *args], env=env, capture_output=True)
+    for k in ("LEDGER_HOME", "COLUMNS"):
+        monkeypatch.setenv(k, env[k])
+    res = CliRunner().invoke(app, args)
+    assert (real.returncode, real.stdout.decode(), real.stderr.decode()) == (res.exit_code, res.stdout, res.stderr)

@@ -232,14 +232,14 @@ def runs(
         print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
     elif tree:
         title = _title(len(chosen))
-        from ledger.cli.common import data_console
+        from ledger.cli.common import table_width
 
         rows = []
         for depth, s in ordered:
             row = _table_row(s.to_dict())
             row[0] = ("  " * (depth - 1) + "└ " if depth else "") + row[0]
             rows.append(row)
-        header, rows = _fit(rows, data_console().width)
+        header, rows = _fit(rows, table_width())
         print_table(rows, header, title=title, whole=_whole(header))
     else:
         title = _title(len(chosen))
@@ -249,9 +249,9 @@ def runs(
             title = f"0 runs in the last {RECENT_DAYS} days ({sel.in_all:,} in all: --all)"
         if sel.hidden:
             title = f"{len(chosen):,} of {len(chosen) + sel.hidden:,} runs (--limit N or --all for more)"
-        from ledger.cli.common import data_console
+        from ledger.cli.common import table_width
 
-        header, rows = _fit([_table_row(s.to_dict()) for s in chosen], data_console().width)
+        header, rows = _fit([_table_row(s.to_dict()) for s in chosen], table_width())
         print_table(rows, header, title=title, whole=_whole(header))
 
 
