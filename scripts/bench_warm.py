@@ -18,8 +18,12 @@ Typer, Click) in the same run, wall time of the real console script, output to a
   in interleaved rounds. Prints the acceptance lines (wall and CPU, load average before and
   after each part).
 
+- `--floor` (issues 28, 29): every warm read and the status line against the interpreter's own
+  start, and ccusage's statusline beside (scripts/bench_floor.py).
+
 Prints a Markdown table; `--write-docs` replaces the "Warm reads" section of docs/benchmarks.md
-(with `--first-report`: only its "### Acceptance at N runs" subsection).
+(with `--first-report`: only its "### Acceptance at N runs" subsection; with `--floor`: its
+subsections in "Warm reads" and "Status line").
 """
 
 from __future__ import annotations
@@ -407,8 +411,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cold-rounds", type=int, default=2, help="--first-report: cold index + first report rounds")
     ap.add_argument("--templates", type=int, default=0,
                     help="--first-report: record only this many settled runs with the writer, clone the rest")
+    ap.add_argument("--floor", action="store_true",
+                    help="issues 28/29: each warm read and the status line against `python -c \"import sqlite3, json\"` "
+                         "(scripts/bench_floor.py; --sessions defaults to 2000)")
+    ap.add_argument("--ccusage", help="--floor: a ccusage binary whose statusline is measured beside")
     ap.add_argument("--write-docs", action="store_true", help="replace the Warm reads section of docs/benchmarks.md")
     args = ap.parse_args(argv)
+    if args.floor:
+        import bench_floor
+
+        return bench_floor.main(args)
     global CHECKOUT
     CHECKOUT = args.checkout.resolve() if args.checkout else None
     base = args.keep or Path(tempfile.mkdtemp(prefix="ledger-bench-warm-"))

@@ -38,6 +38,13 @@ CASES = [
     ["runs", "--since", "yesterdayish"], ["runs", "--json", "--csv"], ["runs", "--limit", "-1"],
     ["runs", "--limit", "x"], ["runs", "--bogus"], ["runs", "extra"], ["show"], ["show", "nope"],
     ["show", "RUN", "RUN"], ["index", "--lock-timeout", "5"], ["index", "--json=1"],
+    # issue 28: sql and --version without Typer too
+    ["sql", "select 1"], ["sql", "--json", "select run_id, harness from runs_v order by run_id"],
+    ["sql", "--csv", "--timeout", "2.5", "select count(*) as n from runs_v"], ["sql", "--timeout=0", "select 2"],
+    ["sql", "--timeout", "1e1", "select 3"], ["sql", "--timeout", "-1", "select 4"], ["sql", "--timeout", "x", "q"],
+    ["sql", "--", "-- a note\nselect 5"], ["sql", "select 6", "extra"], ["sql", "--json", "--csv", "select 7"],
+    ["sql", "delete from runs_v"], ["sql", "select nope"], ["sql", "--bogus", "select 8"], ["sql"],
+    ["--version"], ["--version", "runs"],
 ]
 
 
@@ -69,5 +76,38 @@ def test_typer_is_skipped_for_plain_forms_only(home):
 
     for args in (("runs", "--json"), ("show", run), ("index",)):
         assert "pydantic" not in modules(*args), args  # (Typer's setup imports it)
+    assert "pydantic" not in modules("sql", "select 1")
+    assert "typer" not in modules("--version")
     assert "pydantic" in modules("runs", "--help")
     assert "pydantic" in modules("index", "--home", env["LEDGER_HOME"])  # (a list of paths: Typer's)
+
+
+def test_an_option_from_the_environment_is_left_to_typer(home, monkeypatch):
+    # `--role` reads $LEDGER_SQL_ROLE when it is not given (Click's envvar): the fast parser
+    # answers only a command line that does not need it
+    from ledger.cli.fastpath import parse
+    from ledger.cli.sql_cmd import sql
+
+    monkeypatch.delenv("LEDGER_SQL_ROLE", raising=False)
+    assert parse(["select 1"], sql.__wrapped__) == {"query": "select 1"}
+    assert parse(["--role", "r", "select 1"], sql.__wrapped__) == {"role": "r", "query": "select 1"}
+    assert parse(["--timeout", "2.5", "select 1"], sql.__wrapped__) == {"timeout": 2.5, "query": "select 1"}
+    assert parse(["--timeout", "2.5e0", "select 1"], sql.__wrapped__) is None
+    monkeypatch.setenv("LEDGER_SQL_ROLE", "")
+    assert parse(["select 1"], sql.__wrapped__) is None
+    assert parse(["--role", "r", "select 1"], sql.__wrapped__) == {"role": "r", "query": "select 1"}
+
+
+@pytest.mark.parametrize("columns", ["44", "80"])
+@pytest.mark.parametrize("args", [["sql", "select run_id, harness, 'a long text cell to cut' as note from runs_v"],
+                                  ["runs", "--all"], ["sql", "select 1 where 0"]], ids=lambda a: " ".join(a))
+def test_a_table_to_a_pipe_is_what_richs_console_writes(home, args, columns, monkeypatch):
+    # issue 28: print_table writes the table's text itself when standard output takes no styles
+    # (ledger.tables.plain_stdout); under the test runner (a swapped stream) Rich's console does
+    env, _run = home
+    env = {**env, "COLUMNS": columns}
+    real = subprocess.run([sys.executable, "-m", "ledger", *args], env=env, capture_output=True)
+    for k in ("LEDGER_HOME", "COLUMNS"):
+        monkeypatch.setenv(k, env[k])
+    res = CliRunner().invoke(app, args)
+    assert (real.returncode, real.stdout.decode(), real.stderr.decode()) == (res.exit_code, res.stdout, res.stderr)

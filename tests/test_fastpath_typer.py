@@ -30,14 +30,14 @@ def _kind(k) -> str:
 
 
 def _fast_view(command: str) -> dict:
-    """{option: (parameter, kind, min, max, default)} and the argument, as fastpath reads them."""
+    """{option: (parameter, kind, min, max, default, envvar)} and the argument, as fastpath reads them."""
     import importlib
 
     module, name = fastpath.COMMANDS[command]
     fn = getattr(importlib.import_module(module), name).__wrapped__
     opts, positional = fastpath._spec(fn)
     params = inspect.signature(fn).parameters
-    out = {d: (p, _kind(k), info.kw.get("min"), info.kw.get("max"), params[p].default)
+    out = {d: (p, _kind(k), info.kw.get("min"), info.kw.get("max"), params[p].default, info.kw.get("envvar"))
            for d, (p, k, info) in opts.items()}
     arg = None
     if positional is not None:
@@ -60,11 +60,11 @@ def _typer_view(command: str) -> dict:
             assert arg is None
             arg = (p.name, p.default, p.required)
             continue
-        assert not p.secondary_opts and not p.envvar and not p.callback, p.name
+        assert not p.secondary_opts and not p.callback, p.name
         kind = _kind(p.type_descriptor.annotation)
         assert p.is_flag == (kind == "flag") and p.multiple == kind.startswith("list["), p.name
         for d in p.opts:
-            out[d] = (p.name, kind, p.min, p.max, p.default)
+            out[d] = (p.name, kind, p.min, p.max, p.default, p.envvar)
     return {"options": out, "argument": arg}
 
 
@@ -126,6 +126,7 @@ HEAVY = ("typer", "pydantic", "sqlalchemy", "alembic", "importlib.metadata", "em
     ["report", "daily", "--tz", "UTC", "--json"], ["report", "model"], ["runs", "--json"], ["runs"],
     ["show", "RUN"], ["index", "--json"], ["import", "claude", "--from", "CFG", "--json"],
     ["report", "session", "--project", "*a*", "--json"], ["runs", "--project", "*", "--json"],
+    ["sql", "select count(*) from runs_v"], ["--version"],
 ], ids=" ".join)
 def test_a_warm_fast_path_command_imports_no_typer_nor_orm(warm, argv):
     env, run, cfg = warm

@@ -143,3 +143,21 @@ def test_db_current_on_a_missing_index_says_so(tmp_path):
     assert _ledger("db", "upgrade", "--home", str(home)).returncode == 0
     assert _ledger("db", "current", "--home", str(home)).stdout == (
         f"{dbmod.HEAD} (the newest revision this ledger knows)\n")
+
+
+def test_help_imports_neither_markdown_nor_pygments():
+    # issue 28: typer.rich_utils imports rich.markdown (markdown-it) and rich.traceback (pygments)
+    # for what ledger never does; `ledger --help` is the same without them (tests above), and
+    # the real modules are what a later import finds
+    probe = ("import sys; sys.argv = ['ledger', '--help']\n"
+             "from ledger.cli.app import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('markdown_it', 'pygments'))\n"
+             "import rich.markdown, rich.traceback, typer.rich_utils\n"
+             "print('HEAVY', heavy, rich.markdown.Markdown.__module__, typer.rich_utils.Markdown('x').__class__.__module__,"
+             " hasattr(typer.rich_utils.Traceback, 'from_exception'))\n")
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    assert "Usage: ledger" in p.stdout
+    assert p.stdout.rsplit("HEAVY ", 1)[1].split() == ["[]", "rich.markdown", "rich.markdown", "True"]

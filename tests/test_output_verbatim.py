@@ -194,3 +194,20 @@ def test_plain_and_shown_take_any_value():
     assert plain(None) == "" and plain(12) == "12" and plain(0.25) == "0.25"
     t = shown("[bold]x[/] :x:", style="bold")
     assert t.plain == "[bold]x[/] :x:" and not t.spans and t.style == "bold"
+
+
+@pytest.mark.parametrize("args", [("show", "RUN"), ("show", "RUN", "--events"), ("runs", "--all"),
+                                  ("sql", "SELECT model, final_answer, cwd FROM runs_v")], ids=" ".join)
+def test_to_a_pipe_the_same_bytes_without_richs_console(hostile, args):
+    # issue 28: to a pipe (no styles) `show` and the tables are written without Rich's console;
+    # the real process writes what Rich's console writes (the test runner's swapped stream)
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    argv = [a.replace("RUN", hostile) for a in args]
+    real = subprocess.run([sys.executable, "-m", "ledger", *argv], capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    res = invoke(*argv)
+    assert (real.returncode, real.stdout.decode()) == (res.exit_code, res.stdout)

@@ -10,6 +10,12 @@ from typing import Any
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # (issue 28: Typer's whole app for one line)
+        from ledger import __version__
+
+        sys.stdout.write(f"ledger {__version__}\n")
+        sys.stdout.flush()
+        sys.exit(0)
     if sys.argv[1:2] != ["run"]:  # (`ledger run` checks its own options: the command may hold any bytes)
         from ledger.cli.common import not_utf8
 
@@ -19,7 +25,7 @@ def main() -> None:
         from ledger.cli import run_cmd
 
         run_cmd.main_fast(sys.argv[2:])  # exits, except for `--help` (Typer prints it)
-    if sys.argv[1:2] in (["report"], ["import"], ["runs"], ["show"], ["index"], ["statusline"]) and sys.argv[2:3] != ["compare"]:  # issues 15, 10: the same
+    if sys.argv[1:2] in (["report"], ["import"], ["runs"], ["show"], ["index"], ["statusline"], ["sql"]) and sys.argv[2:3] != ["compare"]:  # issues 15, 10: the same
         from ledger.cli import fastpath  # command without importing Typer at all
 
         fastpath.main(sys.argv[1], sys.argv[2:])  # exits, except for what only Typer parses

@@ -131,22 +131,31 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
 
     Headers (SQL column names), cells are data: printed as stored, never read as markup or
     emoji, control characters escaped (ledger.text.plain). The title is ours."""
-    from ledger.tables import draw, fit
+    from ledger.tables import draw, fit, layout, plain_stdout
     from ledger.text import plain
 
     rows = [list(r) for r in rows]
     numeric = [bool(rows) and all(_is_number(r[i]) for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
                for i in range(len(header))]
     cells = [[plain("—" if v is None else v) for v in r] for r in rows]
-    console = data_console()
-    keep, fitted, hidden = fit(console.width, [plain(h) for h in header], cells,
+    width = plain_stdout()
+    console = data_console() if width is None else None
+    keep, fitted, hidden = fit(console.width if console is not None else width, [plain(h) for h in header], cells,
                                numeric if whole is None else whole, drop_first)
     if hidden:
         err(f"(narrow terminal: {', '.join(hidden)} not shown; widen it or use --json)")
     head, body = fitted[0], fitted[1:]
     numeric = [numeric[k] for k in keep]
     justify = ["right" if num else "left" for num in numeric]
-    if draw(console, head, justify, [(r, None, False) for r in body], title=title):
+    lines = [(r, None, False) for r in body]
+    if console is None:  # (no styles to write: the table's text without Rich's console, issue 28)
+        pieces = layout(width, head, justify, lines, title=title)
+        if pieces is not None:
+            sys.stdout.write("".join(p for p, _ in pieces) + "\n")
+            sys.stdout.flush()
+            return
+        console = data_console()
+    if draw(console, head, justify, lines, title=title):
         return
     from rich import box
     from rich.table import Table
@@ -164,6 +173,15 @@ def print_table(rows: Iterable[Sequence[Any]], header: Sequence[str], title: str
 def _is_number(v: Any) -> bool:
     """An SQL number (PostgreSQL's numeric is a Decimal: named, not imported, on a warm path)."""
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) or type(v).__name__ == "Decimal"
+
+
+def table_width() -> int:
+    """The width print_table fits a table to: Rich's console's, read without importing it
+    when standard output takes no styles (ledger.tables.plain_stdout)."""
+    from ledger.tables import plain_stdout
+
+    width = plain_stdout()
+    return width if width is not None else data_console().width
 
 
 def data_console(stderr: bool = False) -> Any:

@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 
-# the keyword arguments of a declaration that parse() honours (min, max) or that only shape
-# Typer's help; any other (envvar, callback, count, ...) sends the whole command to Typer
-KNOWN = frozenset({"help", "show_default", "metavar", "min", "max"})
+# the keyword arguments of a declaration that parse() honours (min, max, envvar: a command
+# line that leaves such an option out while its variable is set goes to Typer) or that only
+# shape Typer's help; any other (callback, count, ...) sends the whole command to Typer
+KNOWN = frozenset({"help", "show_default", "metavar", "min", "max", "envvar"})
+# a number as parse() reads it; any other spelling Click accepts (` 1`, `1e3`, `inf`) is Click's
+NUMBER = __import__("re").compile(r"[0-9]+(\.[0-9]+)?")
 
 
 def _spec(fn: Any) -> tuple[dict[str, tuple[str, Any, Any]], str | None]:
@@ -41,6 +44,8 @@ def _spec(fn: Any) -> tuple[dict[str, tuple[str, Any, Any]], str | None]:
         if not meta:
             continue
         info = meta[0]
+        if isinstance(info, Param) and info.kind == "context":
+            continue  # (Typer's context: this parser lets no extra argument through)
         if not isinstance(info, Param) or not KNOWN.issuperset(info.kw):
             return {}, None  # (a form not read here: the whole command goes to Typer)
         kind = typing.get_args(hint)[0]
@@ -96,11 +101,16 @@ def parse(argv: list[str], fn: Any) -> dict[str, Any] | None:
             out[param] = value
         elif kind is Path:
             out[param] = Path(value)
-        elif kind is int:
-            try:
-                n = int(value, 10)
-            except ValueError:
-                return None
+        elif kind is int or kind is float:
+            if kind is float:
+                if NUMBER.fullmatch(value) is None:
+                    return None
+                n: Any = float(value)
+            else:
+                try:
+                    n = int(value, 10)
+                except ValueError:
+                    return None
             lo, hi = info.kw.get("min"), info.kw.get("max")
             if (lo is not None and n < lo) or (hi is not None and n > hi):
                 return None
@@ -109,6 +119,12 @@ def parse(argv: list[str], fn: Any) -> dict[str, Any] | None:
             return None
     if positional is not None and positional not in out and not _has_default(fn, positional):
         return None  # (a required argument missing: Typer says so)
+    import os
+
+    for param, _kind, info in opts.values():
+        var = info.kw.get("envvar")
+        if var is not None and param not in out and var in os.environ:
+            return None  # (the option's value from the environment: Click reads it)
     return out
 
 
@@ -134,7 +150,9 @@ COMMANDS = {"report": ("ledger.cli.report_cmd", "report"), "import": ("ledger.cl
             "runs": ("ledger.cli.runs_cmd", "runs"), "show": ("ledger.cli.runs_cmd", "show"),
             "index": ("ledger.cli.index_cmd", "index"),
             # issue 29: Claude Code runs it after every response
-            "statusline": ("ledger.cli.statusline_cmd", "statusline")}
+            "statusline": ("ledger.cli.statusline_cmd", "statusline"),
+            # issue 28: every warm read within 3x of the interpreter's start
+            "sql": ("ledger.cli.sql_cmd", "sql")}
 
 
 def main(command: str, argv: list[str]) -> None:

@@ -50,6 +50,11 @@ def Argument(*decls: str, **kw: Any) -> Any:  # noqa: N802
     return Param("argument", decls, kw)
 
 
+# `ctx: Annotated[Any, CONTEXT] = None`: Typer passes its typer.Context (a command that reads
+# ctx.args); the fast path, which parses no extra argument, passes none
+CONTEXT = Param("context", (), {})
+
+
 def for_typer(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` as Typer reads it: a wrapper whose signature carries Typer's own parameter infos
     (Typer reads `inspect.signature(fn, eval_str=True)`, which honours `__signature__`)."""
@@ -64,6 +69,11 @@ def for_typer(fn: Callable[..., Any]) -> Callable[..., Any]:
     for p in sig.parameters.values():
         hint = hints.get(p.name, p.annotation)
         meta = getattr(hint, "__metadata__", ())
+        if meta and isinstance(meta[0], Param) and meta[0].kind == "context":
+            import typer
+
+            params.append(p.replace(annotation=typer.Context))
+            continue
         if meta and isinstance(meta[0], Param):
             hint = typing.Annotated[hint.__origin__, meta[0].typer(), *meta[1:]]
         params.append(p.replace(annotation=hint))

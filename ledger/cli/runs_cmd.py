@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from typing import Annotated
 
 from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, Since, Until, err, exclusive_formats, handle_errors, print_csv, print_json, print_json_stream, print_table
@@ -237,14 +239,14 @@ def runs(
         print_csv((_row(s.to_dict()) for s in chosen), RUN_COLUMNS)
     elif tree:
         title = _title(len(chosen))
-        from ledger.cli.common import data_console
+        from ledger.cli.common import table_width
 
         rows = []
         for depth, s in ordered:
             row = _table_row(s.to_dict())
             row[0] = ("  " * (depth - 1) + "└ " if depth else "") + row[0]
             rows.append(row)
-        header, rows = _fit(rows, data_console().width)
+        header, rows = _fit(rows, table_width())
         print_table(rows, header, title=title, whole=_whole(header))
     else:
         title = _title(len(chosen))
@@ -254,9 +256,9 @@ def runs(
             title = f"0 runs in the last {RECENT_DAYS} days ({sel.in_all:,} in all: --all)"
         if sel.hidden:
             title = f"{len(chosen):,} of {len(chosen) + sel.hidden:,} runs (--limit N or --all for more)"
-        from ledger.cli.common import data_console
+        from ledger.cli.common import table_width
 
-        header, rows = _fit([_table_row(s.to_dict()) for s in chosen], data_console().width)
+        header, rows = _fit([_table_row(s.to_dict()) for s in chosen], table_width())
         print_table(rows, header, title=title, whole=_whole(header))
 
 
@@ -291,19 +293,19 @@ def _print_detail(detail: dict, events: bool) -> None:
     """The labels are ours (bold); every value is data, printed as stored (ledger.text.shown:
     no markup or emoji, control characters escaped). The final answer keeps its lines; an
     event is one JSON line."""
-    from rich.text import Text
-
-    from ledger.cli.common import data_console
     from ledger.records import jsonio
-    from ledger.text import plain, shown
+    from ledger.tables import plain_stdout
+    from ledger.text import plain
 
-    c = data_console()
+    # (label, text) lines; to a pipe (no styles: ledger.tables.plain_stdout) written as Rich
+    # writes them there, without importing its console (issue 28); a tab (which Rich expands)
+    # or a terminal goes to Rich
+    lines: list[tuple[str | None, str]] = []  # (label, value); ("", a heading); (None, a line as it is)
 
     def field(label: str, value) -> None:
         # soft_wrap: long values are not cut into lines by Rich (a pipe gets them whole); a
         # label may carry data too (a stream id holds the model the stream named: issue 32)
-        c.print(Text.assemble((plain(label), "bold"), ": ", shown("—" if value is None or value == "" else value)),
-                soft_wrap=True)
+        lines.append((plain(label), plain("—" if value is None or value == "" else value)))
 
     for key in ("id", "outcome", "exit_code", "state", "started", "ended", "harness", "model", "surface", "host", "cwd",
                 "command", "path", "provider_session_id", "evidence_gaps", "api_retries"):
@@ -344,11 +346,28 @@ def _print_detail(detail: dict, events: bool) -> None:
         field("child", f"{ch['id']} {ch.get('outcome') or ch.get('state')} · {ch.get('harness') or '—'}"
                        f" · {(ch.get('started') or '')[:19].replace('T', ' ')}")
     if detail["final_answer"]:
-        c.print(Text("final answer", style="bold") + ":")
-        c.print(shown(detail["final_answer"], multiline=True), soft_wrap=True)
+        lines.append(("", "final answer"))
+        lines.append((None, plain(detail["final_answer"], multiline=True)))
     if events:
         for ev in detail["events"]:
-            c.print(shown(jsonio.dumps_compact(ev).decode()), soft_wrap=True)
+            lines.append((None, plain(jsonio.dumps_compact(ev).decode())))
+    if plain_stdout() is not None and not any("\t" in text for _, text in lines):
+        sys.stdout.write("".join(text + "\n" if label is None else f"{text}:\n" if label == "" else f"{label}: {text}\n"
+                                 for label, text in lines))
+        sys.stdout.flush()
+        return
+    from rich.text import Text
+
+    from ledger.cli.common import data_console
+
+    c = data_console()
+    for label, text in lines:
+        if label == "":
+            c.print(Text(text, style="bold") + ":")
+        elif label is None:
+            c.print(Text(text), soft_wrap=True)
+        else:
+            c.print(Text.assemble((label, "bold"), ": ", Text(text)), soft_wrap=True)
 
 
 def _cost_text(d: dict) -> str:

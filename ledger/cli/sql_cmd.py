@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Optional
 
-import typer
-
 from ledger.cli.common import CsvOpt, DbOpt, HomeOpt, JsonOpt, err, exclusive_formats, handle_errors, print_csv, print_table
+from ledger.cli.params import CONTEXT, Argument, Option
 
 # A query may start with `-` (an SQL comment): Click would take it for an option. Unknown
 # "options" reach the command as arguments instead, and sql() decides (see _check_args).
@@ -23,18 +22,18 @@ DEFAULT_TIMEOUT = 300.0  # = ledger.index.sqlro.DEFAULT_TIMEOUT (not imported: C
 
 @handle_errors
 def sql(
-    ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="One SQL statement (read-only), or `-` to read it from stdin. "
+    query: Annotated[str, Argument(help="One SQL statement (read-only), or `-` to read it from stdin. "
                                               "A query starting with `--` goes after `--`.", show_default=False)],
     home: HomeOpt = None,
     db: DbOpt = None,
     json_: JsonOpt = False,
     csv_: CsvOpt = False,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=0,
+    timeout: Annotated[float, Option("--timeout", metavar="SECONDS", min=0,
                                            help="Stop the query after this many seconds (0: no limit).")] = DEFAULT_TIMEOUT,
-    role: Annotated[Optional[str], typer.Option(
+    role: Annotated[Optional[str], Option(
         "--role", envvar="LEDGER_SQL_ROLE", metavar="NAME", show_default=False,
         help="PostgreSQL: run the query as this login role (default: ledger's reader role, see docs/sql.md).")] = None,
+    ctx: Annotated[Any, CONTEXT] = None,
 ) -> None:
     """Run a read-only SQL query against the index (updated from the records first).
 
@@ -50,7 +49,7 @@ def sql(
     from ledger.index import sqlro
     from ledger.index.ops import index_homes, reader_homes
 
-    _check_args(query, list(ctx.args))
+    _check_args(query, list(ctx.args) if ctx is not None else [])  # (the fast path parses no extra argument)
     exclusive_formats(json_, csv_)
     querying = False
     try:
@@ -100,6 +99,8 @@ def sql(
         # Ctrl-C: the query was stopped (SQLite) or cancelled on the server (PostgreSQL);
         # an index pass rolls back its transaction
         err("Interrupted: the query was stopped; nothing was changed" if querying else "Interrupted.")
+        import typer
+
         raise typer.Exit(130) from None
 
 

@@ -80,6 +80,53 @@ def _flags_without_type() -> None:
 _flags_without_type()
 
 
+class _Later(type):
+    """A stand-in for a class (`_module` names its module): called or asked for an attribute,
+    it imports the real class and hands over."""
+
+    def _real(cls) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(cls._module), cls.__name__)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name: str) -> Any:
+        return getattr(cls._real(), name)
+
+
+def _import_rich_utils() -> Any:
+    """typer.rich_utils, without the two imports at its top that only serve what ledger never
+    does: rich.markdown (markdown-it: help text in markup mode "markdown"; ledger's is "rich")
+    and rich.traceback (pygments: Typer's pretty exceptions, disabled below). They were ~300 M
+    instructions of `ledger --help`, twice the interpreter's start (issue 28). While
+    rich_utils is imported each is a stand-in module whose class imports the real one on
+    first use; then the stand-ins are gone (a later `import rich.markdown` is the real one)."""
+    import types
+
+    if "typer.rich_utils" in sys.modules:
+        return sys.modules["typer.rich_utils"]
+    import rich
+
+    stand_ins = {}
+    for name, cls in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
+        if name not in sys.modules:
+            module = types.ModuleType(name)
+            setattr(module, cls, _Later(cls, (), {"_module": name}))
+            stand_ins[name] = module
+    sys.modules.update(stand_ins)
+    try:
+        from typer import rich_utils
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+            if getattr(rich, name.split(".")[1], None) is module:
+                delattr(rich, name.split(".")[1])
+    return rich_utils
+
+
 def _readable_help() -> None:
     """Typer 0.29 keeps a docstring's single line breaks after its first paragraph, so Rich's
     re-wrap leaves ragged lines (`A run belongs` / `to the` / `bucket of...`): a paragraph
@@ -90,8 +137,9 @@ def _readable_help() -> None:
     negative no range; the usage line names an argument as Click does (`QUERY`, `[KIND]`)."""
     import re
 
-    from typer import rich_utils
     from typer.core import TyperArgument, TyperOption
+
+    rich_utils = _import_rich_utils()
 
     def fix_linebreaks(paragraphs: list[str], markup_mode: Any) -> str:
         return "\n\n".join(p if p.startswith("\b") else re.sub(r"\n(?!\s*[-*] )\s*", " ", p) for p in paragraphs)
@@ -162,14 +210,10 @@ app = typer.Typer(
 
 
 def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
+    if value:  # (ledger.cli.app.main answers a plain `ledger --version` without Typer)
+        from ledger import __version__
 
-        try:
-            v = version("ledger")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            v = "unknown (not installed)"
-        print(f"ledger {v}")
+        print(f"ledger {__version__}")
         raise typer.Exit(0)
 
 
