@@ -179,3 +179,24 @@ def test_only_a_first_import_folds(tmp_path):
     grow(cfg, "claude")
     archive.import_client(home, archive.CLIENTS["claude"], [cfg], check=True)
     assert not pre.exists()
+
+
+def test_a_log_that_changed_after_its_read_ahead_is_compressed_again(tmp_path):
+    """The threads ahead read a log before the import opens it: their compressed bytes are
+    used only for exactly the bytes the import read (a log appended meanwhile is not)."""
+    import zstandard
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_bytes(b'{"n":1}\n{"n":2}\n')
+    b.write_bytes(b'{"n":3}\n{"torn')
+    fold = prefold.Fold("claude")
+    fold.prefetch([str(a), str(b)], lambda: zstandard.ZstdCompressor().compress)
+    for job in list(fold._ahead.values()):
+        job.result()
+    with open(a, "ab") as f:
+        f.write(b'{"n":4}\n')
+    assert fold.compressed(str(a), a.read_bytes()) is None
+    got = fold.compressed(str(b), b'{"n":3}\n')  # (its complete lines only)
+    assert zstandard.ZstdDecompressor().decompress(got) == b'{"n":3}\n'
+    assert fold.compressed(str(b), b'{"n":3}\n') is None  # (once)
+    fold.close()
