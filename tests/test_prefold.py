@@ -133,7 +133,7 @@ def test_an_archive_changed_after_the_fold_is_read_from_where_the_fold_ended(tmp
             victim = sorted((home / "sources" / client).rglob("*.jsonl.zst"))[0]
             victim.unlink()
         else:
-            archive.import_client(home, archive.CLIENTS[client], [cfg], check=True)
+            archive.import_client(home, archive.CLIENTS[client], [cfg], check=True, fold=True)
     assert report(folded) == report(read)
     assert tables(folded) == tables(read)
 
@@ -177,7 +177,7 @@ def test_only_a_first_import_folds(tmp_path):
     pre = home / "sources" / "claude" / ".state" / prefold.FILE
     pre.unlink()
     grow(cfg, "claude")
-    archive.import_client(home, archive.CLIENTS["claude"], [cfg], check=True)
+    archive.import_client(home, archive.CLIENTS["claude"], [cfg], check=True, fold=True)
     assert not pre.exists()
 
 

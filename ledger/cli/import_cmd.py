@@ -57,7 +57,7 @@ def import_(
             summaries.append(_empty(c, f"no {c.label} history found (looked in {looked}); nothing to import"))
             continue
         with _progress(sys.stderr.isatty(), c.label) as progress:
-            summaries.append(archive.import_client(h, c, roots, progress=progress, check=True))
+            summaries.append(archive.import_client(h, c, roots, progress=progress, check=True, fold=True))
     for s in summaries:
         _print_summary(s, h)
     if any(s.roots for s in summaries):

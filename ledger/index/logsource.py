@@ -429,6 +429,7 @@ class LogPass:
                                                  state_t.c.source == src.name + "/reducer")).first()
             usage = src.spec.reducer(orjson.loads(reducer_row[0]) if reducer_row is not None
                                      else pre[1] if pre is not None and not reset else None)
+            pre = None  # (the fold's parsed state: the reducer holds its own copy; a large one is ~2x its JSON)
             if reset:
                 known = {}
             problems = {} if (reset or row is None) else self._problems()

@@ -1846,23 +1846,20 @@ def refresh(home: Path, busy: Callable[[], None] | None = None) -> list[ClientSu
 
 
 def _first_import(client_dir: Path) -> bool:
-    """Whether nothing was archived into the client's archive yet (no log's state file)."""
-    try:
-        names = os.listdir(client_dir / STATE_DIR)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return not any(len(n) == 37 and n.endswith(".json") for n in names)
+    """Whether nothing was archived into the client's archive yet: no import finished writing
+    (its change marker) nor left its seen cache (an interrupted one leaves its flag: see
+    Archiver.recovering). Two stats: a reader's refresh never asks, an import asks once."""
+    return not any(os.path.lexists(client_dir / name) for name in (CHANGED_FILE, SEEN_FILE))
 
 
 def import_client(home: Path, client: Client, roots: list[Path],
                   progress: Callable[[int, int], None] | None = None, busy_ok: bool = False,
-                  check: bool = False, fold: bool = True) -> ClientSummary:
+                  check: bool = False, fold: bool = False) -> ClientSummary:
     """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs).
     `check` (`ledger import`; a reader's refresh does not): first check the archive files
     against their state and repair the damaged ones from their logs (Archiver.check_archives).
-    `fold`: a first import also folds what it archives for the index (ledger.sources.prefold)."""
+    `fold` (`ledger import`): a first import also folds what it archives for the index
+    (ledger.sources.prefold); a reader's refresh never imports a first time."""
     roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
     summary = ClientSummary(client.name, roots=[str(r) for r in roots])
     sources = prepare_home(home)
