@@ -15,7 +15,7 @@ replaced since is read from there, or the whole archive is read when one shrank 
 It is a cache: an unreadable, older or foreign one is ignored (the archive is read as before).
 
 Only what the index would read the same way is folded: a log whose new bytes fit one frame
-of at most FOLD_MAX bytes (a larger frame is decoded in pieces, where the index applies its
+of at most `limit()` bytes (16 MiB) (a larger frame is decoded in pieces, where the index applies its
 line and ratio bounds: ledger.sources.zframes), and none of an import that adopted or
 repaired anything (it starts from an archive that is not empty).
 """
