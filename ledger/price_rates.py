@@ -189,6 +189,7 @@ class RateTable:
         self.identity = identity
         self.path = os.path.join(directory if directory is not None else cache_dir(), FILE_NAME)
         self.entries: dict[str, Any] = {}
+        self._checked: dict[str, tuple[Any, bool]] = {}  # key -> (the entry, whether well formed)
         try:
             with open(self.path, "rb") as f:
                 doc = orjson.loads(f.read())
@@ -201,8 +202,12 @@ class RateTable:
     def get(self, provider: str | None, model: str) -> Any:
         """The entry, if well formed and still in force (`until`: the UTC date a newer price
         of the model starts; from then on the model is measured again)."""
-        e = self.entries.get(f"{provider or ''}\x00{model}")
-        if not _valid(e):
+        key = f"{provider or ''}\x00{model}"
+        e = self.entries.get(key)
+        seen = self._checked.get(key)
+        if seen is None or seen[0] is not e:  # (checked once per entry: a report prices ~10^5 responses)
+            seen = self._checked[key] = (e, _valid(e))
+        if not seen[1]:
             return None
         until = e.get("until")
         if until is not None and time.strftime("%Y-%m-%d", time.gmtime()) >= until:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks (DESIGN §7). `python scripts/bench.py {index,report,launch,sources,team} [options]`.
+"""Benchmarks (DESIGN §7). `python scripts/bench.py {index,report,launch,sources,first,team,warm,statusline} [options]`.
 
 Each part lives in its own module (scripts/bench_<part>.py) with a `main(argv)` that prints
 a Markdown table of measured numbers and ratios.
@@ -11,7 +11,7 @@ import importlib
 import sys
 from pathlib import Path
 
-PARTS = ("index", "report", "launch", "sources", "team", "warm", "statusline")
+PARTS = ("index", "report", "launch", "sources", "first", "team", "warm", "statusline")
 
 
 def main(argv: list[str]) -> int:

@@ -131,8 +131,9 @@ class _Thread:
 
 
 class _Gen:
-    def __init__(self, seed: int, real_shapes: bool = False) -> None:
+    def __init__(self, seed: int, real_shapes: bool = False, pad: int = 0) -> None:
         self.real = real_shapes
+        self.pad = pad
         self.rng = random.Random(seed)
         self.threads: list[_Thread] = []
         self.calls: list[TrueCall] = []
@@ -199,6 +200,15 @@ class _Gen:
                                          "call_id": "call_" + self.uid()[:8]}})
             self.tool_lines(th, t)
         t += timedelta(milliseconds=rng.randint(50, 5000))
+        if self.pad and not compaction:
+            # the answer's text (the captured 0.130 shape; 0.169 writes it too): size for the
+            # benchmarks, derived from the thread and its line count, not the random stream, so a
+            # padded history has the same calls and truth as an unpadded one of the same seed
+            from claudehistory import _filler
+
+            th.lines.append({"timestamp": _iso(t), "type": "response_item", "payload": {
+                "type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "done" + _filler(th.tid, len(th.lines), self.pad)}]}})
         if th.version == "0.169":
             th.lines.append({"timestamp": _iso(t), "type": "token_usage_record", "payload": {
                 "thread_id": th.tid, "turn_id": "t", "session_id": th.tid,
@@ -446,10 +456,12 @@ class _Gen:
             self.turns(th, t, rng.randint(1, 2), restart_first=restart)
 
 
-def generate(root: Path | None, threads: int = 8, seed: int = 0, real_shapes: bool = False) -> History:
+def generate(root: Path | None, threads: int = 8, seed: int = 0, real_shapes: bool = False,
+             pad: int = 0) -> History:
     """Write the history under `root` (a Codex home; None: keep it in memory only) and return
-    it with its truth. `real_shapes`: only the shapes the real 0.169/0.130 clients write."""
-    g = _Gen(seed, real_shapes)
+    it with its truth. `real_shapes`: only the shapes the real 0.169/0.130 clients write; `pad`:
+    characters of an assistant answer's text written before each call's usage (size only)."""
+    g = _Gen(seed, real_shapes, pad)
     styles = ("full", "std", "old")
     for i in range(threads):
         style = styles[i % 3] if i < 3 else g.rng.choice(styles)

@@ -475,4 +475,8 @@ def test_claude_timestamps_take_a_fast_path_to_the_same_canonical_utc():
     cases += [f"{r.randint(0, 9999):04d}-{r.randint(0, 13):02d}-{r.randint(0, 32):02d}T{r.randint(0, 25):02d}:"
               f"{r.randint(0, 61):02d}:{r.randint(0, 61):02d}.{r.randint(0, 999):03d}Z" for _ in range(3000)]
     assert [claude_usage._utc(v) for v in cases] == [general(v) for v in cases]
-    assert claude_usage._MILLIS_Z.fullmatch(cases[0])  # (the fast path is the one taken)
+    assert timefmt._MILLIS_Z.fullmatch(cases[0])  # (the fast path is the one taken)
+    # (Codex writes the same form on every rollout line: one rule, ledger.records.timefmt)
+    from ledger.sources import codex_usage
+
+    assert claude_usage._utc is codex_usage._utc is timefmt.utc_text

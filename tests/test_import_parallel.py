@@ -80,8 +80,11 @@ def forks(monkeypatch):
     return count
 
 
-def imp(home: Path, cfg: Path) -> archive.ClientSummary:
-    return archive.import_client(home, archive.CLIENTS["claude"], [cfg])
+def imp(home: Path, cfg: Path, fold: bool = False) -> archive.ClientSummary:
+    # (fold=False: a first import that folds for the index compresses on threads instead of
+    # forking, see test_a_first_import_folds_on_threads_not_a_worker; the worker serves the
+    # large imports after it, which these tests stand for)
+    return archive.import_client(home, archive.CLIENTS["claude"], [cfg], fold=fold)
 
 
 def test_a_large_import_in_two_processes_archives_what_one_process_does(tmp_path, monkeypatch, forks):
@@ -189,3 +192,18 @@ def test_no_worker_on_a_busy_machine(tmp_path, monkeypatch, forks):
     (tmp_path / "loadavg").write_text("3.50 3.40 3.30 2/300 12345\n")  # (busy a minute ago, one now)
     s = imp(tmp_path / "two", cfg)
     assert len(forks) == 1 and s.new_files == 24
+
+
+def test_a_first_import_folds_on_threads_not_a_worker(tmp_path, monkeypatch, forks):
+    """A first import feeds the index's reducer as it archives (ledger.sources.prefold): every
+    log in this process, compressed ahead on threads; the archive is the one the two
+    processes write."""
+    monkeypatch.setattr(archive, "PARALLEL_MIN", 1)
+    cfg = tmp_path / "cfg"
+    history(cfg)
+    imp(tmp_path / "folded", cfg, fold=True)
+    assert forks == []
+    imp(tmp_path / "forked", cfg)
+    assert len(forks) == 1
+    assert tree(tmp_path / "folded") == tree(tmp_path / "forked")
+    assert (tmp_path / "folded" / "sources" / "claude" / ".state" / "prefold.bin").exists()

@@ -58,7 +58,7 @@ def import_(
             summaries.append(_empty(c, f"no {c.label} history found (looked in {looked}); nothing to import"))
             continue
         with _progress(sys.stderr.isatty(), c.label) as progress:
-            summaries.append(archive.import_client(h, c, roots, progress=progress, check=True))
+            summaries.append(archive.import_client(h, c, roots, progress=progress, check=True, fold=True))
     for s in summaries:
         _print_summary(s, h)
     if any(s.roots for s in summaries):
@@ -130,32 +130,21 @@ def _print_summary(s: Any, home: Path) -> None:
 
 
 class _progress:
-    """A Rich progress bar on stderr, only on a terminal and only for a long import."""
-
-    MIN_FILES = 200
+    """The import's progress line on stderr (ledger.progressline: a terminal only, long work only)."""
 
     def __init__(self, enabled: bool, label: str) -> None:
         self.enabled = enabled
         self.label = label
-        self.bar: Any = None
-        self.task: Any = None
 
     def __enter__(self) -> Any:
         return self.update if self.enabled else None
 
     def update(self, done: int, total: int) -> None:
-        if self.bar is None:
-            if total < self.MIN_FILES:
-                return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from ledger import progressline
 
-            self.bar = Progress(TextColumn(f"archiving {self.label} logs"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("import", total=total)
-        self.bar.update(self.task, completed=done, total=total)
+        progressline.show(f"archiving {self.label} logs", done, total, "files")
 
     def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+        from ledger import progressline
+
+        progressline.done()

@@ -46,6 +46,7 @@ from typing import Any, Iterator
 import orjson
 import sqlalchemy as sa
 
+from ledger import progressline
 from ledger.index.models import LogSession, LogState, Run, ToolUse, UsageStream
 from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
@@ -149,15 +150,16 @@ def _slot(text: str | None, fallback: int) -> int:
 # ---------------------------------------------------------------- the clients
 
 class _Claude:
+    label = "Claude Code"  # (how a progress line names it)
     harness = "claude"
     provider = "anthropic"
     state_v = 3  # claude_usage.STATE_VERSION (2: levels with tokens, forks, compactions; 3: session files): an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:
-        from ledger.sources.claude_usage import ClaudeUsage
+        from ledger.sources.prefold import reducer
 
-        return ClaudeUsage(state)
+        return reducer("claude", state)
 
     @staticmethod
     def sessions(usage: Any) -> dict[str, _Session]:
@@ -211,15 +213,16 @@ class _Claude:
 
 
 class _Codex:
+    label = "Codex"  # (how a progress line names it)
     harness = "codex"
     provider = "openai"
     state_v = 5  # codex_usage.STATE_VERSION (2: tool calls, 3: results, 4: calls by response id, 5: seed 2525): an older state re-reads
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:
-        from ledger.sources.codex_usage import CodexUsage
+        from ledger.sources.prefold import reducer
 
-        return CodexUsage(state)
+        return reducer("codex", state)
 
     @staticmethod
     def sessions(usage: Any) -> dict[str, _Session]:
@@ -248,14 +251,15 @@ class _Codex:
 
 
 class _Gemini:
+    label = "Gemini CLI"  # (how a progress line names it)
     harness = "gemini"
     provider = "google"
 
     @staticmethod
     def reducer(state: dict[str, Any] | None) -> Any:
-        from ledger.sources.gemini_usage import GeminiUsage
+        from ledger.sources.prefold import reducer
 
-        return GeminiUsage(state)
+        return reducer("gemini", state)
 
     @staticmethod
     def sessions(usage: Any) -> dict[str, _Session]:
@@ -274,6 +278,13 @@ class _Gemini:
 
 
 CLIENTS = {"claude": _Claude, "codex": _Codex, "gemini": _Gemini}
+
+
+def _prefold(root: str, src: "LogSource") -> tuple[dict[str, list[int]], dict[str, Any]] | None:
+    from ledger.sources import prefold
+    from ledger.sources.archive import STATE_DIR
+
+    return prefold.load(os.path.join(root, STATE_DIR), src.client, _state_v(src.spec))
 
 
 def _state_v(spec: Any) -> int:
@@ -373,6 +384,10 @@ class LogPass:
             row = None if ctx.fresh else conn.execute(
                 sa.select(state_t.c.state).where(state_t.c.home_id == h, state_t.c.source == src.name)).first()
         cur = orjson.loads(row[0]) if row is not None else {"v": STATE_V, "files": {}}
+        # a fresh index starts where the client's first import folded its lines (ledger.sources.prefold)
+        pre = None if row is not None or ctx.full else _prefold(root, src)
+        if pre is not None:
+            cur["files"] = pre[0]
         # the reducer state was folded by an older reducer (it lacks what a newer one counts, e.g.
         # Codex tool calls): the whole archive is read again, once, whether it changed or not
         stale = row is not None and cur.get("rv", 1) != _state_v(src.spec)
@@ -398,7 +413,7 @@ class LogPass:
             changed = [rel for rel, st in files.items() if known.get(rel) != [st.st_size, st.st_ino]]
             # (a plain file's cursor is its size read; a zstd file's the end of its last whole frame)
             gone = [rel for rel in known if rel not in files]
-            if not changed and not gone and not self.runs_changed and not stale and not ctx.full:
+            if not changed and not gone and not self.runs_changed and not stale and not ctx.full and row is not None:
                 self._report(self._problems())
                 if marker != cur.get("marker"):  # (an import that added nothing here)
                     conn.execute(sa.update(state_t).where(state_t.c.home_id == h, state_t.c.source == src.name)
@@ -412,13 +427,21 @@ class LogPass:
             reducer_row = None if (reset or row is None) else conn.execute(
                 sa.select(state_t.c.state).where(state_t.c.home_id == h,
                                                  state_t.c.source == src.name + "/reducer")).first()
-            usage = src.spec.reducer(orjson.loads(reducer_row[0]) if reducer_row is not None else None)
+            usage = src.spec.reducer(orjson.loads(reducer_row[0]) if reducer_row is not None
+                                     else pre[1] if pre is not None and not reset else None)
+            pre = None  # (the fold's parsed state: the reducer holds its own copy; a large one is ~2x its JSON)
             if reset:
                 known = {}
             problems = {} if (reset or row is None) else self._problems()
             fed = False
-            for rel in sorted(changed if not reset else files):
+            todo = sorted(changed if not reset else files)
+            work = sum(files[rel].st_size for rel in todo)
+            what = f"indexing {src.spec.label} sessions: reading the archive"
+            done_bytes = 0
+            for rel in todo:
                 st = files[rel]
+                progressline.show(what, done_bytes, work, "MB")
+                done_bytes += st.st_size
                 key = rel[:-len(ZSTD_SUFFIX)] if rel.endswith(ZSTD_SUFFIX) else rel  # (the log's own name)
                 # where to read from: a plain file, after the lines the reducer consumed; a zstd
                 # file, after its last whole frame read (frames hold whole lines only)
@@ -452,6 +475,7 @@ class LogPass:
                 rows.append({"home_id": h, "source": src.name + PROBLEMS, "indexed_at": now,
                              "state": orjson.dumps({"v": 1, "problems": problems}, option=orjson.OPT_SORT_KEYS).decode()})
             conn.execute(sa.insert(state_t), rows)
+        progressline.done()
         self._report(problems)
         return True
 
@@ -471,6 +495,8 @@ class LogPass:
     def _project(self, conn: Any, h: int, usage: Any, files: dict[str, os.stat_result], root: str,
                  everything: bool, problems: dict[str, list[Any]] | None = None) -> None:
         src = self.source
+        what = f"indexing {src.spec.label} sessions"
+        progressline.show(what, 0, 0, "sessions")
         sessions = src.spec.sessions(usage)
         links = _links(conn, h, src.spec.harness, sorted(sessions))
         adopting = _adopting(conn, h, sorted(set(links.values())))
@@ -505,7 +531,8 @@ class LogPass:
         price = _Pricer(src.spec.provider)
         runs, streams, tools, logs = [], [], [], []
         adopted: list[tuple[str, dict[str, Any]]] = []
-        for rid, s, fp in write:
+        for n, (rid, s, fp) in enumerate(write):
+            progressline.show(what, n, len(write), "sessions")
             linked = links.get(s.sid)
             main = min(s.files, key=lambda f: ("/subagents/" in f, len(f), f)) if s.files else None
             if main is not None and main + ZSTD_SUFFIX in files:  # (the archive file's own name)
@@ -539,6 +566,7 @@ class LogPass:
             conn.execute(sa.delete(tools_t).where(tools_t.c.home_id == h, tools_t.c.run_id == linked))
         for table, rows in ((runs_t, runs), (streams_t, streams), (tools_t, tools), (sessions_t, logs)):
             for i in range(0, len(rows), 2000):
+                progressline.show(f"{what}: writing {table.name}", i, len(rows), "rows")
                 conn.execute(sa.insert(table), rows[i:i + 2000])
         for linked, run in adopted:  # (after its streams: the report's change log sees the run's update)
             r = runs_t.c

@@ -31,6 +31,7 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, Sequence
 
+from ledger import progressline
 from ledger.report import facts as F
 from ledger.report.buckets import epoch
 from ledger.report.costs import combine_codes, split_known, sum_known
@@ -245,7 +246,7 @@ _SIGNATURE = "SELECT count(*), max(indexed_at), max(created_at) FROM runs WHERE 
 
 
 def _build_range(raw: Any, b: F.FactBuilder, home: int, start: tuple | None, stop: tuple | None,
-                 emit: Any) -> None:
+                 emit: Any, total: int = 0) -> None:
     """The fact rows of the home's runs from `start` (a (created_at, run_id) key, inclusive)
     to `stop` (exclusive), a batch at a time, each batch sorted by the facts' key, to `emit`."""
     import orjson
@@ -259,6 +260,7 @@ def _build_range(raw: Any, b: F.FactBuilder, home: int, start: tuple | None, sto
             sql, params = sql + _FROM, params + [start[0], start[0], start[1]]
         if stop is not None:
             sql, params = sql + _BEFORE, params + [stop[0], stop[0], stop[1]]
+        progressline.show("building the report tables", b.stats.rebuilt, total, "runs")
         batch = raw.execute(sql + _ORDER, (*params, BATCH)).fetchall()
         if not batch:
             return
@@ -417,11 +419,11 @@ def write_all(raw: Any, b: F.FactBuilder, parallel: bool = True) -> None:
             split = raw.execute("SELECT created_at, run_id FROM runs WHERE home_id = ? ORDER BY created_at, run_id "
                                 "LIMIT 1 OFFSET ?", (home, int(n * (1 - CHILD_SHARE)))).fetchone()
         if split is None:
-            _build_range(raw, b, home, None, None, insert)
+            _build_range(raw, b, home, None, None, insert, n)
             continue
         part = _Part(path, b, home, tuple(split), signature)
         try:
-            _build_range(raw, b, home, None, tuple(split), insert)
+            _build_range(raw, b, home, None, tuple(split), insert, n)
             got = part.result()
             if got.get("ok"):
                 part.copy_into(raw)
@@ -433,3 +435,4 @@ def write_all(raw: Any, b: F.FactBuilder, parallel: bool = True) -> None:
             part.remove()
     for _, sql in indexes:
         raw.execute(sql)
+    progressline.done()

@@ -840,6 +840,8 @@ class Archiver:
         # the state files' names, listed once by a large import (a log without one is new: no
         # failing open per log); None: each log's is opened
         self.stated: set[str] | None = None
+        # a first import's reducer fold, kept for the index's first pass (ledger.sources.prefold)
+        self.fold: Any = None
 
     @property
     def seen(self) -> dict[str, list[int]]:
@@ -886,6 +888,9 @@ class Archiver:
             except OSError:
                 self.stated = None
         mine, theirs = self._split(todo)
+        if self.fold is not None:
+            self.fold.prefetch([f.path for f, _ in mine if self.fold.takes(f.st.st_size)],
+                               lambda: _new_compressor().compress)
         child = self._fork(theirs) if theirs else None
         done = 0
         # halfway through a large import, the bytes written so far start for the disk (a sync
@@ -930,7 +935,8 @@ class Archiver:
             if self.seen.get(f.path) != [f.st.st_size, f.st.st_mtime_ns, f.st.st_ino]:  # (unchanged: no cost)
                 cost[key] = cost.get(key, 0) + f.st.st_size + FILE_COST
         total = sum(cost.values())
-        if cores < 2 or total < PARALLEL_MIN or not hasattr(os, "fork") or _busy(cores):
+        if (cores < 2 or total < PARALLEL_MIN or not hasattr(os, "fork") or _busy(cores)
+                or self.fold is not None):  # (a fold needs every line in one process: it uses a thread)
             return todo, []
         theirs_keys: set[str] = set()
         acc = 0
@@ -1057,7 +1063,8 @@ class Archiver:
                 gap_reason = self._why_not(src, size, head, gens, current)
             elif gen is None and damaged:
                 gap_reason = damaged
-            copied, pending, refused = self._copy(src, f, size, gens, gen, first)
+            folding = self.fold is not None and not gens and self.fold.takes(size)
+            copied, pending, refused = self._copy(src, f, size, gens, gen, first, folding)
             if copied and gen is None:
                 gen = gens[-1]
                 if gap_reason is not None:
@@ -1127,13 +1134,14 @@ class Archiver:
         return "rewritten: the bytes before the archived end differ from the archive"
 
     def _copy(self, src: int, f: Found, size: int, gens: list[dict[str, Any]], gen: dict[str, Any] | None,
-              first: bytes) -> tuple[int, int, str | None]:
+              first: bytes, folding: bool = False) -> tuple[int, int, str | None]:
         """Append the complete lines after the generation's end, up to the log's `size` when it
         was opened (a new generation when `gen` is None and there is a complete line); returns
         (bytes copied, bytes of a torn line, why the copy stopped short). `first`: the log's
         bytes from 0, read already. A line longer than LEDGER_MAX_LINE_BYTES (a line still
         being written, or a file that is not JSONL) stops the copy before it: the log is
-        archived up to that line, and the reading stops there (memory stays bounded)."""
+        archived up to that line, and the reading stops there (memory stays bounded).
+        `folding`: the copied lines are also fed to the import's fold (one frame, see prefold)."""
         from ledger.sources.zframes import bound
 
         max_line = bound("LEDGER_MAX_LINE_BYTES")
@@ -1170,9 +1178,18 @@ class Archiver:
                     if not zstd:
                         _write_all(dst, view)
                     else:
-                        if done and frame is None:  # (the usual case: all new bytes in one read)
+                        if done and frame is None and folding:
+                            # (compressed ahead on other threads while the reducer reads the lines)
+                            data = pending if cut == len(pending) else bytes(pending[:cut])
+                            out = self.fold.compressed(f.path, data)
+                            self.fold.feed(gen["archive"], data)
+                            if out is None:
+                                out = _compressor().compress(view)
+                        elif done and frame is None:  # (the usual case: all new bytes in one read)
                             out = _compressor().compress(view)
                         else:
+                            if folding:
+                                self.fold.ok = False  # (never: a folded log fits one read)
                             frame = frame or _compressor().compressobj()
                             out = frame.compress(view)
                         _write_all(dst, out)
@@ -1206,10 +1223,17 @@ class Archiver:
                 else:
                     _hash_from(src, gen, first, prefix=False)
                 self.summary.new_bytes += copied
+        except BaseException:
+            if folding:
+                self.fold.ok = False  # (what it read may not be what the archive holds)
+            raise
         finally:
             if dst is not None:
                 if gen is not None:
-                    _note_sig(gen, os.fstat(dst))  # (ledger's own write: an explicit import stats it)
+                    fst = os.fstat(dst)
+                    _note_sig(gen, fst)  # (ledger's own write: an explicit import stats it)
+                    if folding and copied:
+                        self.fold.wrote(gen["archive"], fst.st_size, fst.st_ino)
                 os.close(dst)
         return copied, len(pending), refused
 
@@ -1639,10 +1663,14 @@ _CCTX: list[Any] = []
 def _compressor() -> Any:
     """One compression context for the process (making one per log costs ~30 us each)."""
     if not _CCTX:
-        import zstandard  # (only an import that writes needs it)
-
-        _CCTX.append(zstandard.ZstdCompressor(level=LEVEL, write_checksum=True))  # (verify finds a damaged frame)
+        _CCTX.append(_new_compressor())
     return _CCTX[0]
+
+
+def _new_compressor() -> Any:
+    import zstandard  # (only an import that writes needs it)
+
+    return zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)  # (verify finds a damaged frame)
 
 
 _NOW: list[Any] = [None, ""]
@@ -1817,12 +1845,21 @@ def refresh(home: Path, busy: Callable[[], None] | None = None) -> list[ClientSu
     return out
 
 
+def _first_import(client_dir: Path) -> bool:
+    """Whether nothing was archived into the client's archive yet: no import finished writing
+    (its change marker) nor left its seen cache (an interrupted one leaves its flag: see
+    Archiver.recovering). Two stats: a reader's refresh never asks, an import asks once."""
+    return not any(os.path.lexists(client_dir / name) for name in (CHANGED_FILE, SEEN_FILE))
+
+
 def import_client(home: Path, client: Client, roots: list[Path],
                   progress: Callable[[int, int], None] | None = None, busy_ok: bool = False,
-                  check: bool = False) -> ClientSummary:
+                  check: bool = False, fold: bool = False) -> ClientSummary:
     """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs).
     `check` (`ledger import`; a reader's refresh does not): first check the archive files
-    against their state and repair the damaged ones from their logs (Archiver.check_archives)."""
+    against their state and repair the damaged ones from their logs (Archiver.check_archives).
+    `fold` (`ledger import`): a first import also folds what it archives for the index
+    (ledger.sources.prefold); a reader's refresh never imports a first time."""
     roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
     summary = ClientSummary(client.name, roots=[str(r) for r in roots])
     sources = prepare_home(home)
@@ -1839,6 +1876,11 @@ def import_client(home: Path, client: Client, roots: list[Path],
                 {"roots": known + [str(r) for r in roots if str(r) not in known]}, indent=1).encode() + b"\n")
         arch = Archiver(Path(home), client, summary)
         client_dir = arch.client_dir
+        if fold and not arch.recovering and _first_import(client_dir):
+            from ledger.sources import prefold
+
+            if client.name in prefold.FOLDED:
+                arch.fold = prefold.Fold(client.name)
         if arch.recovering:  # (an import died before its sync: what it left is adopted or removed)
             arch.leftovers()
         if check:
@@ -1881,6 +1923,8 @@ def import_client(home: Path, client: Client, roots: list[Path],
             quick.save(quick_path)
         if arch.changed:
             _write_atomic(client_dir / CHANGED_FILE, f"{time.time_ns()}\n".encode(), durable=True)
+        if arch.fold is not None:
+            arch.fold.save(os.fspath(client_dir / STATE_DIR), lambda p, b: _write_atomic(p, b, durable=False))
         if arch.flagged:  # (everything this import wrote is on disk: the flag may go)
             os.unlink(client_dir / IMPORTING_FILE)
     return summary

@@ -51,14 +51,11 @@ per file and the distinct cumulative cost levels per session).
 from __future__ import annotations
 
 import math
-import re
 from bisect import bisect_right
-from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-
-from ledger.records.timefmt import format_utc, parse_rfc3339
+from ledger.records.timefmt import utc_text
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
 STATE_VERSION = 3  # (2: cost levels with their tokens, a fork's parent, compaction times; 3: each
@@ -169,22 +166,7 @@ def _cost(v: Any) -> float | None:
 # Claude Code's own form (`2026-01-12T10:00:00.000Z`): its canonical UTC form is the same
 # digits with microseconds, once the date is known valid (every line has one: the first
 # report of a long history parses ~100,000)
-_MILLIS_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", re.ASCII)
-
-
-def _utc(v: Any) -> str | None:
-    if type(v) is not str:
-        return None
-    if _MILLIS_Z.fullmatch(v):
-        try:
-            datetime.fromisoformat(v[:-1])  # (a valid date and time: 2026-02-30 is not)
-        except ValueError:
-            return None
-        return v[:-1] + "000Z"
-    try:
-        return format_utc(parse_rfc3339(v))
-    except (ValueError, OverflowError):
-        return None
+_utc = utc_text  # (ledger.records.timefmt: the one rule for a log line's timestamp)
 
 
 def _max(a: Any, b: Any) -> Any:

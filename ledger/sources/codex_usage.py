@@ -118,7 +118,7 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
-from ledger.records.timefmt import format_utc, parse_rfc3339
+from ledger.records.timefmt import utc_text
 from ledger.records.verdict import MCP_PREFIX, TOOL_STATUSES, tool_status
 from ledger.sources.jsonlines import TORN, complete_end, json_objects
 
@@ -230,13 +230,7 @@ def _count(v: Any) -> int | None:
     return None
 
 
-def _utc(v: Any) -> str | None:
-    if type(v) is not str:
-        return None
-    try:
-        return format_utc(parse_rfc3339(v))
-    except (ValueError, OverflowError):
-        return None
+_utc = utc_text  # (ledger.records.timefmt: the one rule for a log line's timestamp)
 
 
 def _str(v: Any) -> str | None:
