@@ -87,7 +87,7 @@ def _fold_as_version_1(index: str) -> None:
         (outer,) = con.execute("SELECT state FROM log_state WHERE source = 'codex-log'").fetchone()
         (red,) = con.execute("SELECT state FROM log_state WHERE source = 'codex-log/reducer'").fetchone()
         outer, red = orjson.loads(outer), orjson.loads(red)
-        assert outer["rv"] == 4 and red["v"] == 4 and red["calls"] and red["results"]  # (4: issue 25)
+        assert outer["rv"] == 5 and red["v"] == 5 and red["calls"] and red["results"]  # (4: issue 25, 5: seed 2525)
         del outer["rv"]
         del red["calls"]
         del red["results"]
