@@ -20,6 +20,12 @@ READ_TIMEOUT = 60
 POOL = 16  # connections (the push uploads this many objects at once)
 
 
+def attempts() -> int:
+    """AWS_MAX_ATTEMPTS (the AWS chain's own setting) when it is a number, else MAX_ATTEMPTS."""
+    value = os.environ.get("AWS_MAX_ATTEMPTS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else MAX_ATTEMPTS
+
+
 def is_bucket_url(target: Any) -> bool:
     """`s3://bucket/prefix` (a Path collapses it to `s3:/bucket/prefix`: taken as the same)."""
     return str(target).startswith("s3:/")
@@ -66,7 +72,7 @@ class Bucket:
                                   hint="pip install 'ledger[s3]'") from None
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
             style = "path" if endpoint else "auto"  # (MinIO, SeaweedFS, Ceph: path-style; AWS: its default)
-            config = Config(retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+            config = Config(retries={"max_attempts": attempts(), "mode": "standard"},
                             connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
                             max_pool_connections=POOL, s3={"addressing_style": style},
                             request_checksum_calculation="when_required",
@@ -159,10 +165,10 @@ class Bucket:
                                     "(see docs/team.md, rights per role)")
         if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError", "ReadTimeoutError",
                     "ProxyConnectionError", "SSLError", "ConnectionError"):
-            return LedgerError(f"cannot reach {where} ({name}, after {MAX_ATTEMPTS} tries)",
+            return LedgerError(f"cannot reach {where} ({name}, after {attempts()} tries)",
                                hint="check AWS_ENDPOINT_URL and the network; what was pushed so far is kept and "
                                     "the next push resumes")
-        return LedgerError(f"{where} failed: {code or name}" + (f" after {MAX_ATTEMPTS} tries" if code else ""),
+        return LedgerError(f"{where} failed: {code or name}" + (f" after {attempts()} tries" if code else ""),
                            hint="try again later: a push resumes where it stopped and never writes an object twice")
 
 

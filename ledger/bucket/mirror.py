@@ -95,7 +95,7 @@ class _Replay:
             bad = [o for o, d in zip(objs, got) if d is None or sha256(d) != o.get("sha")]
             if bad:
                 for o in bad:
-                    self.s.conflicts.append({"home_id": uid, "key": o.get("key", "?"), "reason":
+                    self.s.conflicts.append({"home_id": uid, "key": self.b.key(str(o.get("key"))), "reason":
                                              "the object changed after it was pushed (it does not hash to its name)"})
                 break
             clients: set[str] = set()

@@ -115,6 +115,8 @@ class _Pusher:
         self.runs: dict[str, str] = {}  # settled runs wholly pushed by it (their signatures)
         self.stats: dict[str, list[int]] = {}  # files verified: their stat, kept once the entry is written
         self.pending = 0
+        batch = os.environ.get("LEDGER_BUCKET_BATCH", "")  # (tests: many log entries from a small home)
+        self.batch = int(batch) if batch.isdigit() and int(batch) > 0 else BATCH_OBJECTS
 
     # -- one file: (outcome, piece, bytes); a piece is [rel, op, at, n, head, tail, sha]
     def plan(self, item: _Item) -> tuple[str, list[Any] | None, bytes]:
@@ -204,7 +206,7 @@ class _Pusher:
         self.futures.append(self.pool.submit(self.b.put_new, key, data))
         self.s.bytes += len(data)
         self.pending += len(data)
-        if len(self.objects) >= BATCH_OBJECTS or self.pending >= BATCH_BYTES:
+        if len(self.objects) >= self.batch or self.pending >= BATCH_BYTES:
             self.commit()
 
     def commit(self) -> None:
@@ -329,7 +331,7 @@ def verify_objects(b: Bucket, uid: str, summary: PushSummary) -> None:
                     what = "is missing" if data is None else "changed after it was pushed"
                     for piece in obj["pieces"]:
                         summary.conflicts.append({"path": piece[0], "side": "store",
-                                                  "reason": f"the store's object {obj['key']} {what}"})
+                                                  "reason": f"the store's object {b.key(obj['key'])} {what}"})
     finally:
         pool.shutdown()
 
