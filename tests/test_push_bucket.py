@@ -246,3 +246,27 @@ def test_credentials_never_appear_and_errors_say_what_to_do(seaweed, tmp_path): 
     assert "cannot reach" in res.stderr and "Hint:" in res.stderr and time.monotonic() - t0 < 30
     res = run("index", "--home", f"s3://{bucket}/nothing-here", env=seaweed.env(READER), code=1)
     assert "not a ledger record store" in res.stderr and "Hint: push a home" in res.stderr
+
+
+def test_a_home_pushed_anew_after_its_prefix_was_moved_aside_is_replayed_from_the_start(seaweed, tmp_path):  # noqa: F811
+    bucket = seaweed.bucket("team-anew")
+    url = f"s3://{bucket}/ledger"
+    home = make_home(tmp_path, 4)
+    admin = seaweed.env()
+    reader = seaweed.env(READER, LEDGER_BUCKET_CACHE=str(tmp_path / "cache"))
+    run("push", "--home", str(home), "--to", url, env=admin)
+    make_run(home, subjects=("task:later",))
+    run("push", "--home", str(home), "--to", url, env=admin)
+    db = f"sqlite:///{tmp_path / 'central.sqlite'}"
+    doc = json.loads(run("index", "--home", url, "--db", db, "--json", env=reader).stdout)
+    assert doc["stores"][0]["entries"] == 2
+    uid = read_home_uid(home)
+    c = seaweed.client()
+    for key in seaweed.keys(bucket, f"ledger/homes/{uid}/"):
+        c.delete_object(Bucket=bucket, Key=key)
+    doc = json.loads(run("push", "--home", str(home), "--to", url, "--json", env=admin).stdout)
+    assert doc["copied"] > 0  # (its log is gone: everything again, in one entry)
+    res = run("index", "--home", url, "--db", db, "--rebuild", "--json", env=reader)
+    read = json.loads(res.stdout)["stores"][0]
+    assert read["restarted"] == [uid] and read["entries"] == 1 and "starts anew" in res.stderr
+    assert totals(Path(read["mirror"]), db, env=reader) == totals(home)

@@ -32,7 +32,7 @@ CURSORS = ".bucket-cursors.json"
 
 
 class SyncSummary(Plain):
-    __slots__ = ("store", "mirror", "homes", "entries", "objects", "bytes", "conflicts", "seconds")
+    __slots__ = ("store", "mirror", "homes", "entries", "objects", "bytes", "conflicts", "restarted", "seconds")
 
     def __init__(self, store: str, mirror: str) -> None:
         self.store = store
@@ -42,11 +42,12 @@ class SyncSummary(Plain):
         self.objects = 0
         self.bytes = 0
         self.conflicts: list[dict[str, str]] = []
+        self.restarted: list[str] = []  # homes whose log no longer holds the cursor's entry: replayed anew
         self.seconds = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"store": self.store, "mirror": self.mirror, "homes": self.homes, "entries": self.entries,
-                "objects": self.objects, "bytes": self.bytes, "conflicts": self.conflicts,
+                "objects": self.objects, "bytes": self.bytes, "conflicts": self.conflicts, "restarted": self.restarted,
                 "seconds": round(self.seconds, 3)}
 
     def line(self) -> str:
@@ -81,9 +82,19 @@ class _Replay:
 
     def home(self, uid: str, cursor: int) -> int:
         """Replay the home's log after `cursor`; the new cursor."""
-        after = log_key(uid, cursor) if cursor else None
+        # (from the cursor's own entry: the same one LIST tells whether the log is still the one
+        # replayed, or was put back from scratch, e.g. a home's prefix moved aside and pushed again)
+        after = log_key(uid, cursor - 1) if cursor > 1 else None
         keys = [k for k in self.b.list(f"homes/{uid}/log/", after=after) if log_seq(k) is not None]
         dest = self.mirror / HOMES_DIR / uid
+        if cursor and (not keys or log_seq(keys[0]) != cursor):
+            import shutil
+
+            self.s.restarted.append(uid)
+            shutil.rmtree(dest, ignore_errors=True)
+            cursor = 0
+            keys = [k for k in self.b.list(f"homes/{uid}/log/") if log_seq(k) is not None]
+        keys = [k for k in keys if (log_seq(k) or 0) > cursor]
         for key in keys:
             seq = log_seq(key)
             if seq != cursor + 1:

@@ -49,6 +49,9 @@ def index(
             err(read.line())
             for c in read.conflicts:
                 err(f"conflict: {c.get('key')}: {c['reason']}")
+            for uid in read.restarted:
+                err(f"the push log of home {uid} starts anew in {read.store}: its mirror is replayed from the start "
+                    "(run `ledger index --rebuild` if its runs show evidence gaps)")
             given.append(local)
             reads.append(read)
         else:
