@@ -270,3 +270,29 @@ def test_a_home_pushed_anew_after_its_prefix_was_moved_aside_is_replayed_from_th
     read = json.loads(res.stdout)["stores"][0]
     assert read["restarted"] == [uid] and read["entries"] == 1 and "starts anew" in res.stderr
     assert totals(Path(read["mirror"]), db, env=reader) == totals(home)
+
+
+def test_a_hostile_log_entry_writes_nothing_outside_the_mirror(seaweed, tmp_path):  # noqa: F811
+    import hashlib
+
+    bucket = seaweed.bucket("team-hostile")
+    url = f"s3://{bucket}/ledger"
+    home = tmp_path / "h"
+    make_run(home)
+    run("push", "--home", str(home), "--to", url, env=seaweed.env())
+    uid = read_home_uid(home)
+    data = b"owned\n"
+    sha = hashlib.sha256(data).hexdigest()
+    key = f"homes/{uid}/objects/{sha[:2]}/{sha}"
+    c = seaweed.client()
+    c.put_object(Bucket=bucket, Key=f"ledger/{key}", Body=data)
+    entry = {"v": 1, "home_id": uid, "seq": 2, "runs": {}, "objects": [
+        {"key": key, "sha": sha, "size": len(data), "pieces": [[p, "new", 0, len(data), None, None, sha]]}
+        for p in ("../../../../outside.txt", "/tmp/outside.txt", "sources/claude/.state/changed", "index.sqlite")]}
+    c.put_object(Bucket=bucket, Key=f"ledger/homes/{uid}/log/000000000002.json", Body=json.dumps(entry).encode())
+    cache = tmp_path / "deep" / "cache"
+    res = run("index", "--home", url, "--json", env=seaweed.env(READER, LEDGER_BUCKET_CACHE=str(cache)), code=1)
+    assert res.stderr.count("unsafe path") == 4 and "Error:" in res.stderr
+    written = [os.path.join(d, n) for d, _, ns in os.walk(tmp_path) for n in ns if n == "outside.txt"]
+    assert written == [] and not os.path.exists("/tmp/outside.txt")
+    assert not any(p.read_bytes() == data for p in cache.rglob("*") if p.is_file())

@@ -9,7 +9,8 @@ stops before the entry naming it (its cursor stays), and the other homes go on.
 
 The mirror is this machine's cache (`$LEDGER_BUCKET_CACHE`, default the user cache dir):
 deleting it costs one replay of every log, nothing else. Paths in a log are hostile input:
-only `home-id.json`, `runs/...` and `sources/...` below a home, without `.` or `..` parts.
+only `home-id.json`, `runs/<shard>/<run>/...` and `sources/<client>/...` below a home, without
+`.` or `..` parts, staging names or the archive's bookkeeping (`.state`).
 """
 
 from __future__ import annotations
@@ -70,9 +71,13 @@ def _safe_rel(rel: Any) -> bool:
     if not isinstance(rel, str) or not rel or "\\" in rel or "\0" in rel or rel.startswith("/"):
         return False
     parts = rel.split("/")
-    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+    if any(p in ("", ".", "..") for p in parts):
         return False
-    return rel == "home-id.json" or parts[0] in ("runs", SOURCES) and len(parts) > 1
+    if parts[0] == "runs":  # (runs/<shard>/run_.../...: never a staging name)
+        return len(parts) > 3 and not any(p.startswith(".") for p in parts[:3])
+    if parts[0] == SOURCES:  # (never the mirror's own bookkeeping, sources/<client>/.state/)
+        return len(parts) > 2 and not parts[1].startswith(".") and parts[2] != STATE_DIR
+    return rel == "home-id.json"
 
 
 class _Replay:
