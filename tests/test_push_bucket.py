@@ -257,6 +257,12 @@ def test_a_home_pushed_anew_after_its_prefix_was_moved_aside_is_replayed_from_th
     run("push", "--home", str(home), "--to", url, env=admin)
     make_run(home, subjects=("task:later",))
     run("push", "--home", str(home), "--to", url, env=admin)
+    # the home's own record of what it pushed is lost: it is read back from its log, nothing added
+    keys = seaweed.keys(bucket)
+    for p in home.glob(".bucket-push-*.json"):
+        p.unlink()
+    again = json.loads(run("push", "--home", str(home), "--to", url, "--json", env=admin).stdout)
+    assert (again["copied"], again["extended"], again["bytes"]) == (0, 0, 0) and seaweed.keys(bucket) == keys
     db = f"sqlite:///{tmp_path / 'central.sqlite'}"
     doc = json.loads(run("index", "--home", url, "--db", db, "--json", env=reader).stdout)
     assert doc["stores"][0]["entries"] == 2
