@@ -124,8 +124,8 @@ def test_three_homes_push_at_once_and_a_central_index_counts_each_run_once(seawe
 
 def test_a_push_killed_at_random_points_resumes_to_the_same_store(seaweed, tmp_path):  # noqa: F811
     bucket = seaweed.bucket("team-killed")
-    home = make_home(tmp_path, 7, runs=24)
-    env = python_env(seaweed.env(LEDGER_BUCKET_BATCH="4"))
+    home = make_home(tmp_path, 7, runs=14)
+    env = python_env(seaweed.env(LEDGER_BUCKET_BATCH="2"))  # (a log entry every 2 objects: kills land between)
     whole = subprocess.run(ledger_cmd("push", "--home", str(home), "--to", f"s3://{bucket}/whole"), env=env,
                            capture_output=True, timeout=120)
     assert whole.returncode == 0, whole.stderr.decode()
