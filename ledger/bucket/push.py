@@ -115,6 +115,7 @@ class _Pusher:
         self.runs: dict[str, str] = {}  # settled runs wholly pushed by it (their signatures)
         self.stats: dict[str, list[int]] = {}  # files verified: their stat, kept once the entry is written
         self.pending = 0
+        self.dirty = False  # the fold or the stats changed since the state was saved
         batch = os.environ.get("LEDGER_BUCKET_BATCH", "")  # (tests: many log entries from a small home)
         self.batch = int(batch) if batch.isdigit() and int(batch) > 0 else BATCH_OBJECTS
 
@@ -225,11 +226,16 @@ class _Pusher:
                 raise LedgerError(f"another push of the home {self.uid} wrote {self.b.url}/{key} meanwhile",
                                   hint="push from one place at a time; push again (it resumes from the log)")
             fold(self.state, doc)
+            self.dirty = True
         for rel, mark in self.stats.items():
-            if rel in self.state["files"]:
-                self.state["files"][rel][4] = mark
+            ent = self.state["files"].get(rel)
+            if ent is not None and ent[4] != mark:
+                ent[4] = mark
+                self.dirty = True
         self.objects, self.runs, self.stats, self.pending = [], {}, {}, 0
-        save_state(self.state_path, self.state)
+        if self.dirty:  # (a push with nothing new writes nothing, here either)
+            save_state(self.state_path, self.state)
+            self.dirty = False
 
     # -- a run, an archived log
     def push_run(self, rrel: str, walk: _Walk) -> None:
@@ -249,8 +255,9 @@ class _Pusher:
             if settled:
                 self.runs[rrel] = sig  # type: ignore[assignment]
             self.add(planned)
-        elif settled:
+        elif settled and self.state["runs"].get(rrel) != sig:
             self.state["runs"][rrel] = sig  # (nothing new: only this home's own bookkeeping)
+            self.dirty = True
 
     def push_one(self, item: _Item) -> str:
         outcome, piece, data = self.plan(item)
@@ -293,7 +300,7 @@ def save_state(path: str, state: dict[str, Any]) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        # (no fsync: a state lost or torn by a crash is rebuilt from the log, see reconcile)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -362,8 +369,10 @@ def push_bucket(home: str | os.PathLike[str], target: str, *, progress: Progress
         if full:
             state = empty_state(b.url, uid)
             verify_objects(b, uid, summary)
+        before = state["seq"]
         reconcile(b, uid, state)
         p = _Pusher(b, home_abs, uid, summary, state, spath, full)
+        p.dirty = full or state["seq"] != before
         try:
             walk = _Walk(home_abs, summary.skipped)
             p.push_one(_Item(HOME_ID_FILE, ONCE))
