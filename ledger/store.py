@@ -1039,11 +1039,11 @@ def push(home: str | os.PathLike[str], dest: str | os.PathLike[str], *,
                   "store holds is unchanged")) from None
 
 
-def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: Progress | None, full: bool,
-          pending: list[tuple[str, str, bool]]) -> PushSummary:
-    from ledger.home import HOME_ID_FILE, check_home, ensure_home_uid, home_origin, machine_id
+def pushable_home(home: str | os.PathLike[str]) -> tuple[str, tuple[str, str]]:
+    """The home's absolute path and (real path, machine) after the checks every push makes
+    before it writes anything (a home; not a store; its id made here, not copied)."""
+    from ledger.home import check_home, home_origin, machine_id
 
-    t0 = time.perf_counter()
     home_abs = os.path.abspath(os.path.expanduser(os.fspath(home)))
     check_home(home_abs)
     if is_store(home_abs):
@@ -1054,11 +1054,27 @@ def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: 
         where = origin[0] + ("" if origin[1] == here[1] else " on another machine")
         raise LedgerError(f"the home {home_abs} has the id of the home at {where} (its home-id.json says so): "
                           "pushing would merge its runs into that home's in the store", hint=COPIED_ID_HINT)
-    store = open_store(dest, home_abs)
+    return home_abs, here
+
+
+def pushed_home_uid(home_abs: str) -> str:
+    from ledger.home import ensure_home_uid
+
     uid = ensure_home_uid(home_abs)
     if uid is None:
         raise LedgerError(f"the home {home_abs} has no id and cannot be given one (it is not writable)",
                           hint="run `ledger index` once as the home's owner (it writes home-id.json), then push again")
+    return uid
+
+
+def _push(home: str | os.PathLike[str], dest: str | os.PathLike[str], progress: Progress | None, full: bool,
+          pending: list[tuple[str, str, bool]]) -> PushSummary:
+    from ledger.home import HOME_ID_FILE
+
+    t0 = time.perf_counter()
+    home_abs, here = pushable_home(home)
+    store = open_store(dest, home_abs)
+    uid = pushed_home_uid(home_abs)
     dest_home = os.path.join(store, HOMES_DIR, uid)
     if os.path.realpath(dest_home) == os.path.realpath(home_abs):
         raise LedgerError(f"{home_abs} is the store's own copy of this home", hint="push the original home")

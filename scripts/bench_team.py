@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """Team benchmark (issue 11): `python scripts/bench.py team [--homes 4] [--runs 5000] [--keep DIR]`.
+(`--store s3`: the record store in a bucket vs a directory, scripts/bench_team_store.py.)
 
 Generates HOMES homes of RUNS settled runs each (the records writer, as `bench.py index`)
 and one home holding all of their runs (hard links), then times `ledger index --db URL`,
@@ -118,6 +119,10 @@ def verdict(ratio: float) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if any(a == "--store" or a.startswith("--store=") for a in argv):  # (issue 31: directory vs bucket)
+        import bench_team_store
+
+        return bench_team_store.main(argv)
     ap = argparse.ArgumentParser(prog="bench.py team")
     ap.add_argument("--homes", type=int, default=4)
     ap.add_argument("--runs", type=int, default=5_000, help="runs per home")

@@ -9,7 +9,8 @@ from ledger.cli.common import DbOpt, JsonOpt, err, handle_errors, print_json
 from ledger.cli.params import Option
 
 HomesOpt = Annotated[list[Path] | None, Option(
-    "--home", help="Ledger home to index; repeat for several homes in one database "
+    "--home", help="Ledger home (or record store: a directory, or s3://BUCKET/PREFIX) to index; repeat for "
+                   "several homes in one database "
                    "(default: $LEDGER_HOME or the user data dir).", show_default=False)]
 
 
@@ -37,7 +38,24 @@ def index(
 
     from ledger.store import expand_homes, index_base
 
-    given = [Path(os.path.abspath(h)) for h in (home or [resolve_home(None)])]
+    from ledger.bucket.client import is_bucket_url
+
+    given, reads = [], []
+    for h in home or [resolve_home(None)]:
+        if is_bucket_url(h):  # a bucket store: its local mirror, brought up to date first
+            from ledger.bucket.stores import store_at
+
+            local, read = store_at(h).local()
+            err(read.line())
+            for c in read.conflicts:
+                err(f"conflict: {c.get('key')}: {c['reason']}")
+            for uid in read.restarted:
+                err(f"the push log of home {uid} starts anew in {read.store}: its mirror is replayed from the start "
+                    "(run `ledger index --rebuild` if its runs show evidence gaps)")
+            given.append(local)
+            reads.append(read)
+        else:
+            given.append(Path(os.path.abspath(h)))
     homes = expand_homes(given)  # a record store (`ledger push`): every home in it
     url = dbmod.resolve_url(index_base(given[0]), db)
     with _progress(sys.stderr.isatty()) as progress:
@@ -49,7 +67,19 @@ def index(
         err(f"not here: {h} (its runs stay in the index; `ledger homes forget` removes a home)")
     err(summary.line())
     if json_:
-        print_json(summary.to_dict())
+        doc = summary.to_dict()
+        if reads:
+            doc["stores"] = [r.to_dict() for r in reads]
+        print_json(doc)
+    conflicts = [c for r in reads for c in r.conflicts]
+    if conflicts:
+        from ledger.errors import LedgerError
+
+        n = len(conflicts)
+        raise LedgerError(f"{n} object{'' if n == 1 else 's'} of the record store {'is' if n == 1 else 'are'} not "
+                          "what was pushed (listed above); the index holds what came before them",
+                          hint="see docs/team.md (a conflict in a bucket): restore the object from a backup, or "
+                               "have its home push again with `ledger push --full`")
 
 
 class _progress:

@@ -10,8 +10,8 @@ import typer
 from ledger.cli.common import HomeOpt, JsonOpt, err, handle_errors, print_json
 
 ToOpt = Annotated[Path | None, typer.Option(
-    "--to", help="The record store: a directory (e.g. a mounted share), created when missing or empty "
-                 "(default: $LEDGER_STORE).", show_default=False)]
+    "--to", help="The record store: a directory (e.g. a mounted share), created when missing or empty, "
+                 "or a bucket, s3://BUCKET/PREFIX (default: $LEDGER_STORE).", show_default=False)]
 
 
 @handle_errors
@@ -34,15 +34,17 @@ def push(
     import sys
 
     from ledger.errors import LedgerError
+    from ledger.bucket.stores import store_at
     from ledger.home import resolve_home
-    from ledger.store import conflict_error, push as push_home
+    from ledger.store import conflict_error
 
     dest = to if to is not None else os.environ.get("LEDGER_STORE") or None
     if not dest:
         raise LedgerError("no record store to push to",
-                          hint="pass --to DIR (a directory, e.g. on a mounted share) or set LEDGER_STORE")
+                          hint="pass --to DIR (a directory, e.g. on a mounted share) or --to s3://BUCKET/PREFIX, "
+                               "or set LEDGER_STORE")
     with _progress(sys.stderr.isatty()) as progress:
-        summary = push_home(resolve_home(home), dest, progress=progress, full=full)
+        summary = store_at(dest).push(resolve_home(home), progress=progress, full=full)
     for s in summary.skipped:
         err(f"skipped {s['path']}: {s['reason']}")
     for c in summary.conflicts:
