@@ -217,7 +217,7 @@ def test_the_active_block_from_recent_entries_is_the_whole_historys(home, monkey
     import sqlite3
     from datetime import datetime, timedelta, timezone
 
-    from ledger.report.blocks import active_block, blocks_doc, read_entries
+    from ledger.report.blocks import TOKENS, active_block, active_totals, blocks_doc, read_entries
 
     t0 = datetime(2026, 3, 1, 0, 40, tzinfo=timezone.utc)
     for k in range(17):  # every 110 minutes for 30 hours: never idle 5 hours
@@ -234,6 +234,11 @@ def test_the_active_block_from_recent_entries_is_the_whole_historys(home, monkey
         full = next((b for b in blocks_doc([e for e in read_entries(c) if e["slot"] * 900 <= now], now=now)["blocks"]
                      if b["is_active"]), None)
         assert active_block(c, now) == full, minutes
+        # the status line's block (summed in SQL): the same bounds and figures as the report's
+        totals = active_totals(c, now)
+        assert totals == (None if full is None else {k: full[k] for k in totals}), minutes
+        assert totals is None or set(totals) == {"start", "end", "is_active", *TOKENS, "total_tokens", "cost_usd",
+                                                 "cost_usd_known", "cost_basis", "burn_rate", "projection"}
         checked += full is not None
     assert checked > 50
 
@@ -242,7 +247,7 @@ def test_no_active_block_without_recent_entries(home, monkeypatch):
     import sqlite3
 
     from ledger.index.rawread import wrap
-    from ledger.report.blocks import active_block
+    from ledger.report.blocks import active_block, active_totals
 
     make(home, "2026-03-01T10:00:00Z", [claude_stream()])
     assert cli("report", "blocks").exit_code == 0
@@ -252,6 +257,8 @@ def test_no_active_block_without_recent_entries(home, monkeypatch):
     assert active_block(c, datetime.fromisoformat("2026-03-02T10:00:00+00:00").timestamp()) is None
     assert active_block(c, datetime.fromisoformat("2026-02-01T10:00:00+00:00").timestamp()) is None
     assert active_block(c, datetime.fromisoformat("2026-03-01T14:59:00+00:00").timestamp())["entries"] == 1
+    for at in ("2026-03-02T10:00:00+00:00", "2026-02-01T10:00:00+00:00"):
+        assert active_totals(c, datetime.fromisoformat(at).timestamp()) is None
 
 
 def _samples(home: Path, lines: list) -> None:
