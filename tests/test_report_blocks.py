@@ -331,3 +331,19 @@ def test_blocks_without_samples_show_no_limit(home, monkeypatch):
     assert all(b["rate_limits"] is None for b in _blocks()["blocks"])
     out = cli("report", "blocks").stdout
     assert "5h used" not in out and "Official limits" not in out
+
+
+def test_the_status_lines_block_is_report_blocks_active(home, monkeypatch, db_url):
+    """`ledger statusline`'s block (ledger.report.blocks.active_totals, summed in SQL) is
+    `report blocks --active --json`'s block, on SQLite and PostgreSQL, partial cost included."""
+    from ledger.cli.statusline_cmd import _figures
+
+    _records(home)
+    make(home, "2026-03-02T11:50:00Z", [claude_stream(model="acme-proxy-model-1", final=False,
+                                                      counters={"cost_usd": None})], model="acme-proxy-model-1")
+    monkeypatch.setenv("LEDGER_NOW", "2026-03-02T12:30:00Z")
+    want = _blocks("--active", "--db", db_url)["blocks"][0]
+    got = _figures({"session_id": None}, home, db_url)["block"]
+    assert want["cost_basis"] == "partial" and want["cost_usd_known"] > 0
+    assert _approx(got) == {k: want[k] for k in got}
+    assert got["total_tokens"] == want["total_tokens"] and got["cost_basis"] == want["cost_basis"]

@@ -85,7 +85,8 @@ def figures(c: Any, session_id: str | None, now: float) -> dict[str, Any]:
     c = wrap(c)
     piece = ("SELECT " + pieces_cost_sql("run_cost_auto", "run_cost_auto_partial", "run_basis_auto")
              + " FROM report_facts WHERE piece = 1")
-    session = pieces_cost_of(c.rows(piece + " AND session = ?", (session_id,))[0] if session_id else (0,) * 7)
+    none = (0,) * 7  # (the aggregates of no rows: nothing known)
+    session = pieces_cost_of(c.rows(piece + " AND session = ?", (session_id,))[0] if session_id else none)
     start, end = day_bounds(now)
     today = pieces_cost_of(c.rows(piece + " AND slot >= ? AND slot < ?",
                                   (start // SLOT_SECONDS, -(-end // SLOT_SECONDS)))[0])
