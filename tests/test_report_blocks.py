@@ -210,6 +210,13 @@ def test_an_unknown_cost_makes_the_block_partial_never_zero(home, monkeypatch):
     assert res.exit_code == 0 and ">=$0.00" in res.stdout
 
 
+def _approx(v):
+    """`v` with each float as pytest.approx (nested dicts compared key by key)."""
+    if isinstance(v, dict):
+        return {k: _approx(x) for k, x in v.items()}
+    return pytest.approx(v, rel=1e-12) if isinstance(v, float) else v
+
+
 def test_the_active_block_from_recent_entries_is_the_whole_historys(home, monkeypatch):
     """ledger.report.blocks.active_block (the status line's) reads back only to the last
     entry that starts a block whatever came before; the same block as from the whole history,
@@ -217,7 +224,7 @@ def test_the_active_block_from_recent_entries_is_the_whole_historys(home, monkey
     import sqlite3
     from datetime import datetime, timedelta, timezone
 
-    from ledger.report.blocks import active_block, blocks_doc, read_entries
+    from ledger.report.blocks import TOKENS, active_block, active_totals, blocks_doc, read_entries
 
     t0 = datetime(2026, 3, 1, 0, 40, tzinfo=timezone.utc)
     for k in range(17):  # every 110 minutes for 30 hours: never idle 5 hours
@@ -234,6 +241,15 @@ def test_the_active_block_from_recent_entries_is_the_whole_historys(home, monkey
         full = next((b for b in blocks_doc([e for e in read_entries(c) if e["slot"] * 900 <= now], now=now)["blocks"]
                      if b["is_active"]), None)
         assert active_block(c, now) == full, minutes
+        # the status line's block (summed in SQL): the same bounds and figures as the report's
+        totals = active_totals(c, now)
+        want = None if full is None else {k: full[k] for k in totals}
+        if sqlite3.sqlite_version_info < (3, 43):  # (SUM adds in order, as sum() does)
+            assert totals == want, minutes
+        else:  # (SQLite 3.43's SUM compensates its rounding: the last digits may differ)
+            assert _approx(totals) == want, minutes
+        assert totals is None or set(totals) == {"start", "end", "is_active", *TOKENS, "total_tokens", "cost_usd",
+                                                 "cost_usd_known", "cost_basis", "burn_rate", "projection"}
         checked += full is not None
     assert checked > 50
 
@@ -242,7 +258,7 @@ def test_no_active_block_without_recent_entries(home, monkeypatch):
     import sqlite3
 
     from ledger.index.rawread import wrap
-    from ledger.report.blocks import active_block
+    from ledger.report.blocks import active_block, active_totals
 
     make(home, "2026-03-01T10:00:00Z", [claude_stream()])
     assert cli("report", "blocks").exit_code == 0
@@ -252,6 +268,8 @@ def test_no_active_block_without_recent_entries(home, monkeypatch):
     assert active_block(c, datetime.fromisoformat("2026-03-02T10:00:00+00:00").timestamp()) is None
     assert active_block(c, datetime.fromisoformat("2026-02-01T10:00:00+00:00").timestamp()) is None
     assert active_block(c, datetime.fromisoformat("2026-03-01T14:59:00+00:00").timestamp())["entries"] == 1
+    for at in ("2026-03-02T10:00:00+00:00", "2026-02-01T10:00:00+00:00"):
+        assert active_totals(c, datetime.fromisoformat(at).timestamp()) is None
 
 
 def _samples(home: Path, lines: list) -> None:
@@ -313,3 +331,19 @@ def test_blocks_without_samples_show_no_limit(home, monkeypatch):
     assert all(b["rate_limits"] is None for b in _blocks()["blocks"])
     out = cli("report", "blocks").stdout
     assert "5h used" not in out and "Official limits" not in out
+
+
+def test_the_status_lines_block_is_report_blocks_active(home, monkeypatch, db_url):
+    """`ledger statusline`'s block (ledger.report.blocks.active_totals, summed in SQL) is
+    `report blocks --active --json`'s block, on SQLite and PostgreSQL, partial cost included."""
+    from ledger.cli.statusline_cmd import _figures
+
+    _records(home)
+    make(home, "2026-03-02T11:50:00Z", [claude_stream(model="acme-proxy-model-1", final=False,
+                                                      counters={"cost_usd": None})], model="acme-proxy-model-1")
+    monkeypatch.setenv("LEDGER_NOW", "2026-03-02T12:30:00Z")
+    want = _blocks("--active", "--db", db_url)["blocks"][0]
+    got = _figures({"session_id": None}, home, db_url)["block"]
+    assert want["cost_basis"] == "partial" and want["cost_usd_known"] > 0
+    assert _approx(got) == {k: want[k] for k in got}
+    assert got["total_tokens"] == want["total_tokens"] and got["cost_basis"] == want["cost_basis"]

@@ -106,3 +106,33 @@ def test_unpriced_model_and_no_usage():
     cmd = b.rows(_run(harness="command", outcome="failed"), [], {})
     assert len(cmd) == 1 and cmd[0]["no_usage"] == 0 and cmd[0]["piece"] == 0 and cmd[0]["failed"] == 1
     assert cmd[0]["input_tokens"] is None and cmd[0]["run_cost_auto"] is None
+
+
+@pytest.mark.parametrize("pieces", [
+    [],
+    [(0.25, None, REPORTED), (0.5, None, REPORTED)],
+    [(0.25, None, REPORTED), (0.5, None, ESTIMATED)],
+    [(0.1, None, ESTIMATED), (0.2, None, ESTIMATED), (0.3, None, ESTIMATED)],
+    [(0.25, None, None), (0.5, None, REPORTED)],          # a known cost without a code: unknown basis
+    [(0.25, None, 7), (0.5, None, 7)],                    # a code the names lack: unknown basis
+    [(0.25, None, 7), (0.5, None, REPORTED)],             # codes differ: mixed
+    [(0.25, None, REPORTED), (None, 0.125, None)],        # partly known: the known part counts
+    [(0.25, None, REPORTED), (None, None, None)],
+    [(None, None, None), (None, None, REPORTED)],         # nothing known
+    [(1e16, None, REPORTED), (1.0, None, REPORTED), (1.0, None, REPORTED)],  # summed in order, as sum()
+])
+def test_pieces_cost_in_sql_is_pieces_cost(pieces):
+    """The status line sums its blocks in SQL (pieces_cost_sql / pieces_cost_of): the same
+    figures, float for float, as pieces_cost over the same rows in the same order."""
+    import sqlite3
+
+    from ledger.report.costs import pieces_cost, pieces_cost_of, pieces_cost_sql
+
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE t (i INTEGER PRIMARY KEY, cost DOUBLE, part DOUBLE, basis SMALLINT)")
+    c.executemany("INSERT INTO t (cost, part, basis) VALUES (?, ?, ?)", pieces)
+    row = c.execute(f"SELECT {pieces_cost_sql('cost', 'part', 'basis')} FROM t").fetchone()
+    if sqlite3.sqlite_version_info < (3, 43):  # (SUM adds in order, as sum() does)
+        assert pieces_cost_of(row) == pieces_cost(pieces)
+    else:  # (SQLite 3.43's SUM compensates its rounding: the last digits may differ)
+        assert pieces_cost_of(row) == pytest.approx(pieces_cost(pieces), rel=1e-15)

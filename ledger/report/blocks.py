@@ -162,18 +162,23 @@ def block_dict(b: _Block, now: float) -> dict[str, Any]:
         "burn_rate": None, "projection": None,
     }
     if d["is_active"]:
-        elapsed_h = (now - b.start) / 3600
-        left_h = (b.end - now) / 3600
-        if elapsed_h > 0:
-            tph = d["total_tokens"] / elapsed_h
-            cost = d["cost_usd"] if d["cost_usd"] is not None else d["cost_usd_known"]
-            cph = cost / elapsed_h if cost is not None else None
-            d["burn_rate"] = {"tokens_per_hour": tph, "cost_usd_per_hour": cph, "elapsed_minutes": (now - b.start) / 60,
-                              "cost_basis": d["cost_basis"]}
-            d["projection"] = {"total_tokens": round(d["total_tokens"] + tph * left_h),
-                               "cost_usd": None if cph is None else cost + cph * left_h,
-                               "remaining_minutes": (b.end - now) / 60}
+        _rates(d, b.start, b.end, now)
     return d
+
+
+def _rates(d: dict[str, Any], start: int, end: int, now: float) -> None:
+    """An active block's `burn_rate` and `projection` from its totals (see the module)."""
+    elapsed_h = (now - start) / 3600
+    left_h = (end - now) / 3600
+    if elapsed_h > 0:
+        tph = d["total_tokens"] / elapsed_h
+        cost = d["cost_usd"] if d["cost_usd"] is not None else d["cost_usd_known"]
+        cph = cost / elapsed_h if cost is not None else None
+        d["burn_rate"] = {"tokens_per_hour": tph, "cost_usd_per_hour": cph, "elapsed_minutes": (now - start) / 60,
+                          "cost_basis": d["cost_basis"]}
+        d["projection"] = {"total_tokens": round(d["total_tokens"] + tph * left_h),
+                           "cost_usd": None if cph is None else cost + cph * left_h,
+                           "remaining_minutes": (end - now) / 60}
 
 
 def limits_in(samples: list[tuple[float, dict[str, tuple[float, float | None]]]], start: int,
@@ -242,33 +247,83 @@ def blocks_doc(entries: list[dict[str, Any]], *, session_hours: float = 5, now: 
             "token_limit": limit, "blocks": out}
 
 
-def active_block(c: Any, now: float, session_hours: float = 5) -> dict[str, Any] | None:
-    """The block holding `now`, read from the recent entries only (the status line): blocks
-    chain from an entry at least a block's length after the one before it (that entry
+def _active_since(c: Any, now: float, length: int) -> tuple[int, list[int]] | None:
+    """(anchor slot, the usage slots from it to now's) deciding the block holding `now`:
+    blocks chain from an entry at least a block's length after the one before it (that entry
     starts a block whatever came earlier), so the entries from the last such one on decide
-    the active block; the look-back widens until one is found or the history is read whole."""
-    from ledger.index.rawread import wrap
-
-    c = wrap(c)
-    length = session_seconds(session_hours)
+    the active block; the look-back widens until one is found or the history is read whole.
+    None: no entry within the look-back (an active block's are all within a block's length
+    of now). Only the slots are read: a block's bounds depend on its entries' slots alone."""
     now_slot = int(now) // SLOT_SECONDS
     back = 2 * length
     while True:
         since = (int(now) - back) // SLOT_SECONDS
-        entries = [e for e in read_entries(c, since) if e["slot"] <= now_slot]
-        if not entries:  # (an active block's entries are all within a block's length of now)
+        slots = [s for (s,) in c.rows(f"SELECT DISTINCT slot FROM report_facts WHERE {_USAGE} AND slot >= ? "
+                                      "AND slot <= ? ORDER BY slot", (HARNESS, since, now_slot))]
+        if not slots:
             return None
         older = c.rows(f"SELECT max(slot) FROM report_facts WHERE {_USAGE} AND slot < ?", (HARNESS, since))[0][0]
         anchor = None
         prev = older
-        for i, e in enumerate(entries):
-            if prev is None or (e["slot"] - prev) * SLOT_SECONDS >= length:
+        for i, s in enumerate(slots):
+            if prev is None or (s - prev) * SLOT_SECONDS >= length:
                 anchor = i
-            prev = e["slot"]
+            prev = s
         if anchor is not None:
-            doc = blocks_doc(entries[anchor:], session_hours=session_hours, now=now)
-            return next((b for b in doc["blocks"] if b["is_active"]), None)
+            return slots[anchor], slots[anchor:]
         back *= 4
+
+
+def active_bounds(c: Any, now: float, session_hours: float = 5) -> tuple[int, int] | None:
+    """(start, end) epoch seconds of the block holding `now` (identify's rule over the recent
+    slots, `_active_since`), or None."""
+    from ledger.index.rawread import wrap
+
+    length = session_seconds(session_hours)
+    found = _active_since(wrap(c), now, length)
+    if found is None:
+        return None
+    b = identify(({"slot": s} for s in found[1]), length)[-1]  # (the last block holds now or none does)
+    return (b.start, b.end) if b.start <= now < b.end else None
+
+
+def active_block(c: Any, now: float, session_hours: float = 5) -> dict[str, Any] | None:
+    """The block holding `now` (`report blocks --active`'s), read from the recent entries
+    only (`_active_since`)."""
+    from ledger.index.rawread import wrap
+
+    c = wrap(c)
+    found = _active_since(c, now, session_seconds(session_hours))
+    if found is None:
+        return None
+    now_slot = int(now) // SLOT_SECONDS
+    entries = [e for e in read_entries(c, found[0]) if e["slot"] <= now_slot]
+    doc = blocks_doc(entries, session_hours=session_hours, now=now)
+    return next((b for b in doc["blocks"] if b["is_active"]), None)
+
+
+def active_totals(c: Any, now: float, session_hours: float = 5) -> dict[str, Any] | None:
+    """The active block's bounds, tokens, cost and basis, burn rate and projection (the keys
+    of active_block's block the status line shows, the same values) summed in SQL: no record
+    per entry (a block may hold thousands)."""
+    from ledger.index.rawread import wrap
+    from ledger.report.costs import pieces_cost_of, pieces_cost_sql
+
+    c = wrap(c)
+    bounds = active_bounds(c, now, session_hours)
+    if bounds is None:
+        return None
+    start, end = bounds
+    last = min(end // SLOT_SECONDS - 1, int(now) // SLOT_SECONDS)  # (active_block: no entry after now's slot)
+    row = c.rows("SELECT " + ", ".join(f"COALESCE(sum({t}), 0)" for t in TOKENS) + ", "
+                 + pieces_cost_sql("cost_auto", "cost_auto_partial", "basis_auto")
+                 + f" FROM report_facts WHERE {_USAGE} AND slot >= ? AND slot <= ?",
+                 (HARNESS, start // SLOT_SECONDS, last))[0]
+    tok = [int(v) for v in row[:4]]
+    d: dict[str, Any] = {"start": _iso(start), "end": _iso(end), "is_active": True, **dict(zip(TOKENS, tok)),
+                         "total_tokens": sum(tok), **pieces_cost_of(row[4:]), "burn_rate": None, "projection": None}
+    _rates(d, start, end, now)
+    return d
 
 
 def read_blocks(c: Any, _q: Any = None, project: list[str] | None = None, **options: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger.report.costs import pieces_cost
+from ledger.report.costs import pieces_cost_of, pieces_cost_sql
 from ledger.report.kinds import SLOT_SECONDS
 
 PLACEHOLDER = "ledger: no status"
@@ -77,17 +77,20 @@ def day_bounds(now: float) -> tuple[int, int]:
 
 
 def figures(c: Any, session_id: str | None, now: float) -> dict[str, Any]:
-    """The session's, today's and the active block's figures from a synced index."""
+    """The session's, today's and the active block's figures from a synced index (each
+    summed in SQL, ledger.report.costs.pieces_cost_sql)."""
     from ledger.index.rawread import wrap
-    from ledger.report.blocks import active_block
+    from ledger.report.blocks import active_totals
 
     c = wrap(c)
-    piece = "SELECT run_cost_auto, run_cost_auto_partial, run_basis_auto FROM report_facts WHERE piece = 1"
-    session = pieces_cost(c.rows(piece + " AND session = ?", (session_id,)) if session_id else [])
+    piece = ("SELECT " + pieces_cost_sql("run_cost_auto", "run_cost_auto_partial", "run_basis_auto")
+             + " FROM report_facts WHERE piece = 1")
+    none = (0,) * 7  # (the aggregates of no rows: nothing known)
+    session = pieces_cost_of(c.rows(piece + " AND session = ?", (session_id,))[0] if session_id else none)
     start, end = day_bounds(now)
-    today = pieces_cost(c.rows(piece + " AND slot >= ? AND slot < ?", (start // SLOT_SECONDS, -(-end // SLOT_SECONDS))))
-    active = active_block(c, now)
-    return {"session": session, "today": today, "block": active}
+    today = pieces_cost_of(c.rows(piece + " AND slot >= ? AND slot < ?",
+                                  (start // SLOT_SECONDS, -(-end // SLOT_SECONDS)))[0])
+    return {"session": session, "today": today, "block": active_totals(c, now)}
 
 
 def money(v: float | None, known: float | None = None) -> str:
