@@ -86,26 +86,55 @@ def imported_by_model(home: Path) -> dict[str, dict[str, tuple[int, ...]]]:
     return out
 
 
-def test_gemini_sessions_and_a_resume_equal_the_clients_stats(home, tmp_path):
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def at(env: dict[str, str], when: str) -> dict[str, str]:
+    """`env` with the client's clock started at `when` (UTC, libfaketime): the client names a
+    session's file after the minute it starts in, so the tests pin that minute."""
+    if not FAKETIME_LIB.exists():
+        if os.environ.get("CI"):
+            pytest.fail("libfaketime is required under CI: apt-get install faketime")
+        pytest.skip("libfaketime is not installed (apt-get install faketime)")
+    return {**env, "LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": f"@{when}", "FAKETIME_NO_CACHE": "1", "TZ": "UTC"}
+
+
+def session_files(env: dict[str, str]) -> list[str]:
+    return sorted(p.name for p in (Path(env["HOME"]) / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
+
+
+def three_processes(tmp_path: Path, resume_at: str, third_at: str):
+    """A session (one tool call), its resume at `resume_at`, another session at `third_at`;
+    the first process starts at 10:00:05. Returns (env, cwd, [(sid, result)] x3, files after
+    the resume)."""
     cwd = agent_cwd(tmp_path)
     with MockProvider([tool_call("run_shell_command", {"command": "echo hi"}), answer("All done.")]) as mp:
         env = gemini_env(tmp_path, mp)
-        p1 = run_agent(gemini_argv("run echo hi"), env, cwd, timeout=120)
+        p1 = run_agent(gemini_argv("run echo hi"), at(env, "2026-12-02 10:00:05"), cwd, timeout=120)
     assert p1.returncode == 0, p1.stderr[-2000:]
     sid1, r1 = result_of(p1.stdout)
     usage = {"promptTokenCount": 500, "cachedContentTokenCount": 200, "candidatesTokenCount": 9,
              "thoughtsTokenCount": 4}
     with MockProvider([answer("Second done.", usage=usage)]) as mp:
-        p2 = run_agent(gemini_argv("again", resume=sid1), gemini_env(tmp_path, mp), cwd, timeout=120)
+        p2 = run_agent(gemini_argv("again", resume=sid1), at(gemini_env(tmp_path, mp), resume_at), cwd, timeout=120)
     assert p2.returncode == 0, p2.stderr[-2000:]
     sid2, r2 = result_of(p2.stdout)
     assert sid2 == sid1, (p2.stdout[-2000:], p2.stderr[-2000:])  # the resume continues the session
+    after_resume = session_files(env)
     with MockProvider([answer("Other.")]) as mp:
-        p3 = run_agent(gemini_argv("another session", model="gemini-2.5-pro"), gemini_env(tmp_path, mp), cwd,
-                       timeout=120)
+        p3 = run_agent(gemini_argv("another session", model="gemini-2.5-pro"), at(gemini_env(tmp_path, mp), third_at),
+                       cwd, timeout=120)
     assert p3.returncode == 0, p3.stderr[-2000:]
     sid3, r3 = result_of(p3.stdout)
     assert sid3 != sid1
+    return env, cwd, [(sid1, r1), (sid2, r2), (sid3, r3)], after_resume
+
+
+def test_gemini_sessions_and_a_resume_equal_the_clients_stats(home, tmp_path):
+    # all three in one minute: the client writes one file per session (see the next test)
+    env, cwd, ((sid1, r1), (_, r2), (sid3, r3)), after_resume = three_processes(
+        tmp_path, "2026-12-02 10:00:20", "2026-12-02 10:00:40")
+    assert len(after_resume) == 1
 
     ledger(home, "import", "gemini", "--from", str(Path(env["HOME"]) / ".gemini"), "--json")
     got = imported_by_model(home)
@@ -126,6 +155,44 @@ def test_gemini_sessions_and_a_resume_equal_the_clients_stats(home, tmp_path):
     tools = ledger(home, "sql", "--json", "SELECT run_id, tool_name, uses FROM tool_uses_v WHERE run_id LIKE 'gemini-%'")
     assert tools == [{"run_id": f"gemini-{sid1}", "tool_name": "run_shell_command", "uses": 1}]
 
+
+
+def test_gemini_resume_in_a_later_minute_the_client_deletes_the_session_the_archive_keeps_it(home, tmp_path):
+    """Gemini CLI 0.61, seen here (it made CI fail when a resume crossed a minute): a resume
+    appends to the session's file but also starts a second file named after the new minute,
+    holding only a header and the context message. The next process's session cleanup finds
+    that file not resumable and deletes it together with every file of the same short id: the
+    whole session is gone from ~/.gemini. The stray file counts nothing; what `ledger import`
+    archived before the deletion stays counted, whole, after it."""
+    cwd = agent_cwd(tmp_path)
+    with MockProvider([tool_call("run_shell_command", {"command": "echo hi"}), answer("All done.")]) as mp:
+        env = gemini_env(tmp_path, mp)
+        p1 = run_agent(gemini_argv("run echo hi"), at(env, "2026-12-02 10:00:05"), cwd, timeout=120)
+    assert p1.returncode == 0, p1.stderr[-2000:]
+    sid1, r1 = result_of(p1.stdout)
+    with MockProvider([answer("Second done.")]) as mp:
+        p2 = run_agent(gemini_argv("again", resume=sid1), at(gemini_env(tmp_path, mp), "2026-12-02 10:02:05"), cwd,
+                       timeout=120)
+    assert p2.returncode == 0, p2.stderr[-2000:]
+    _, r2 = result_of(p2.stdout)
+    short = sid1[:8]
+    assert session_files(env) == [f"session-2026-12-02T10-00-{short}.jsonl", f"session-2026-12-02T10-02-{short}.jsonl"]
+    gemini_dir = str(Path(env["HOME"]) / ".gemini")
+    ledger(home, "import", "gemini", "--from", gemini_dir, "--json")
+    want1 = add(stats_by_model(r1), stats_by_model(r2))
+    assert imported_by_model(home) == {f"gemini-{sid1}": want1}
+
+    with MockProvider([answer("Other.")]) as mp:
+        p3 = run_agent(gemini_argv("another session", model="gemini-2.5-pro"),
+                       at(gemini_env(tmp_path, mp), "2026-12-02 10:03:05"), cwd, timeout=120)
+    assert p3.returncode == 0, p3.stderr[-2000:]
+    sid3, r3 = result_of(p3.stdout)
+    assert session_files(env) == [f"session-2026-12-02T10-03-{sid3[:8]}.jsonl"]  # the client deleted sid1's files
+
+    ledger(home, "import", "gemini", "--from", gemini_dir, "--json")
+    assert imported_by_model(home) == {f"gemini-{sid1}": want1, f"gemini-{sid3}": stats_by_model(r3)}
+    rep = ledger(home, "report", "daily", "--tz", "UTC", "--json")
+    assert rep["totals"]["runs"] == 2
 
 def test_gemini_run_recorded_and_imported_is_counted_once(home, tmp_path):
     cwd = agent_cwd(tmp_path)
