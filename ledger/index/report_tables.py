@@ -33,10 +33,11 @@ from ledger.index.tabledefs import Mapped, mapped_column
 from ledger.index.metadata import Base
 from ledger.sqlviews import REPORT_VIEWS  # noqa: F401 - re-exported
 
-SLOT_SECONDS = 900  # the clustering slot: every zone offset in use today is a multiple of 15 min
-
-# cost basis codes stored in basis_auto / run_basis_auto
-REPORTED, ESTIMATED, MIXED = 1, 2, 3
+# the measures, kinds and codes: plain constants shared with the driver-level code
+from ledger.index.reportshape import (  # noqa: F401 - re-exported
+    CELL_KINDS, CHANGE_TRIGGERS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MIXED, MODEL_MEASURES,
+    REPORT_TABLES, REPORTED, RUN_MEASURES, SLOT_SECONDS,
+)
 
 
 class ReportFact(Base):
@@ -128,48 +129,6 @@ class ReportFact(Base):
     )
 
 
-# Rollups of report_facts, recomputed by the sync for every slot / day a change touches.
-# (name, aggregate, report_facts column): sums and counts add up, min / max combine.
-RUN_MEASURES = (
-    ("runs", "sum", "first"),
-    ("input_tokens", "sum", "input_tokens"),
-    ("output_tokens", "sum", "output_tokens"),
-    ("cache_read_tokens", "sum", "cache_read_tokens"),
-    ("cache_write_tokens", "sum", "cache_write_tokens"),
-    ("reasoning_tokens", "sum", "reasoning_tokens"),
-    ("run_cost_auto", "sum", "run_cost_auto"),
-    ("run_cost_auto_n", "count", "run_cost_auto"),
-    ("run_cost_reported", "sum", "run_cost_reported"),
-    ("run_cost_reported_n", "count", "run_cost_reported"),
-    ("run_cost_estimated", "sum", "run_cost_estimated"),
-    ("run_cost_estimated_n", "count", "run_cost_estimated"),
-    ("run_basis_min", "min", "run_basis_auto"),
-    ("run_basis_max", "max", "run_basis_auto"),
-    ("failed", "sum", "failed"),
-    ("interrupted", "sum", "interrupted"),
-    ("abandoned", "sum", "abandoned"),
-    ("unverified", "sum", "unverified"),
-    ("evidence_gaps", "sum", "evidence_gaps"),
-    ("no_usage", "sum", "no_usage"),
-    ("run_cost_auto_partial", "sum", "run_cost_auto_partial"),  # migration 0003
-    ("run_cost_reported_partial", "sum", "run_cost_reported_partial"),
-    ("run_cost_estimated_partial", "sum", "run_cost_estimated_partial"),
-    ("pieces", "sum", "piece"),  # migration 0005
-)
-MODEL_MEASURES = (
-    ("model_rows", "count", None),
-    ("cost_auto", "sum", "cost_auto"),
-    ("cost_auto_n", "count", "cost_auto"),
-    ("cost_reported", "sum", "cost_reported"),
-    ("cost_reported_n", "count", "cost_reported"),
-    ("cost_estimated", "sum", "cost_estimated"),
-    ("cost_estimated_n", "count", "cost_estimated"),
-    ("basis_min", "min", "basis_auto"),
-    ("basis_max", "max", "basis_auto"),
-    ("cost_auto_partial", "sum", "cost_auto_partial"),  # migration 0003
-    ("cost_reported_partial", "sum", "cost_reported_partial"),
-    ("cost_estimated_partial", "sum", "cost_estimated_partial"),
-)
 
 
 def _measure_type(name: str, func: str) -> type:
@@ -215,12 +174,6 @@ _measures(ReportDay, RUN_MEASURES + MODEL_MEASURES)
 
 # Group-by reports kept whole (migration 0009): every measure of RUN_MEASURES, the verdict
 # sums and (evaluation kinds) each group's runs' figures sorted, for the medians
-GROUP_KINDS = ("session", "skill")  # (report kind, report_facts column); the page's per-group reports
-GROUP_VERDICTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
-# the sorted figures of a group's runs (first rows), packed little-endian: costs as float64,
-# durations as int64 (ledger.report.sync.pack_values)
-GROUP_VALUES = (("values_cost_auto", "run_cost_auto"), ("values_cost_reported", "run_cost_reported"),
-                ("values_cost_estimated", "run_cost_estimated"), ("values_duration_ms", "duration_ms"))
 
 
 class ReportGroup(Base):
@@ -265,7 +218,6 @@ class ReportGroupDay(Base):
     __table_args__ = ({"sqlite_with_rowid": False},)
 
 
-CELL_KINDS = ("skill",)
 _measures(ReportGroupDay, RUN_MEASURES)
 for _name in GROUP_VERDICTS:
     setattr(ReportGroupDay, _name, mapped_column(BigInteger, nullable=True))
@@ -300,8 +252,3 @@ class ReportChange(Base):
     run_id: Mapped[str] = mapped_column(Text)
 
 
-# the triggers that fill report_changes (created by migration 0007; the sync checks they exist)
-CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
-
-REPORT_TABLES = ("report_facts", "report_slots", "report_days", "report_groups", "report_group_days", "report_state",
-                 "report_changes")

@@ -2,75 +2,27 @@
 
 The tables are declared with the index's schema (ledger.index.report_tables, SQLAlchemy
 models). The writers that go through the sqlite3 driver (ledger.report.fullsync, .quicksync)
-need their column lists, measures and codes without importing those models, so they are
-repeated here; ledger.report.sync checks at import that both agree (and so does
-tests/test_quicksync.py).
+need their column lists without importing those models: the measures, kinds and codes come
+from ledger.index.reportshape (which the models use too); the column lists below are checked
+against the models by ledger.report.sync at import (and by tests/test_quicksync.py).
 """
 
 from __future__ import annotations
 
 from ledger.records.counters import ALL_INT_COUNTERS
 
-SLOT_SECONDS = 900
-SLOTS_PER_DAY = 86400 // SLOT_SECONDS
-REPORTED, ESTIMATED, MIXED = 1, 2, 3  # cost basis codes (basis_auto, run_basis_auto)
+from ledger.index.reportshape import (  # noqa: F401 - re-exported: the shape the models declare too
+    CELL_KINDS, CHANGE_TRIGGERS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MIXED, MODEL_MEASURES,
+    REPORTED, RUN_MEASURES, SLOT_SECONDS, SLOTS_PER_DAY,
+)
+
 COUNTER_COLUMNS = ALL_INT_COUNTERS  # (ledger.index.models: usage_streams' counters)
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 # the model_key of an imported session's start row (ledger.report.facts._start_row): no model
 # has this name; every per-model figure leaves it out (ledger.report.aggregate, migration
 # 0010's model_costs_v)
 START_KEY = "(start)"
-CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
-
-# (name, aggregate, report_facts column) of the rollups (report_slots, report_days, report_groups)
-RUN_MEASURES = (
-    ("runs", "sum", "first"),
-    ("input_tokens", "sum", "input_tokens"),
-    ("output_tokens", "sum", "output_tokens"),
-    ("cache_read_tokens", "sum", "cache_read_tokens"),
-    ("cache_write_tokens", "sum", "cache_write_tokens"),
-    ("reasoning_tokens", "sum", "reasoning_tokens"),
-    ("run_cost_auto", "sum", "run_cost_auto"),
-    ("run_cost_auto_n", "count", "run_cost_auto"),
-    ("run_cost_reported", "sum", "run_cost_reported"),
-    ("run_cost_reported_n", "count", "run_cost_reported"),
-    ("run_cost_estimated", "sum", "run_cost_estimated"),
-    ("run_cost_estimated_n", "count", "run_cost_estimated"),
-    ("run_basis_min", "min", "run_basis_auto"),
-    ("run_basis_max", "max", "run_basis_auto"),
-    ("failed", "sum", "failed"),
-    ("interrupted", "sum", "interrupted"),
-    ("abandoned", "sum", "abandoned"),
-    ("unverified", "sum", "unverified"),
-    ("evidence_gaps", "sum", "evidence_gaps"),
-    ("no_usage", "sum", "no_usage"),
-    ("run_cost_auto_partial", "sum", "run_cost_auto_partial"),
-    ("run_cost_reported_partial", "sum", "run_cost_reported_partial"),
-    ("run_cost_estimated_partial", "sum", "run_cost_estimated_partial"),
-    ("pieces", "sum", "piece"),
-)
-MODEL_MEASURES = (
-    ("model_rows", "count", None),
-    ("cost_auto", "sum", "cost_auto"),
-    ("cost_auto_n", "count", "cost_auto"),
-    ("cost_reported", "sum", "cost_reported"),
-    ("cost_reported_n", "count", "cost_reported"),
-    ("cost_estimated", "sum", "cost_estimated"),
-    ("cost_estimated_n", "count", "cost_estimated"),
-    ("basis_min", "min", "basis_auto"),
-    ("basis_max", "max", "basis_auto"),
-    ("cost_auto_partial", "sum", "cost_auto_partial"),
-    ("cost_reported_partial", "sum", "cost_reported_partial"),
-    ("cost_estimated_partial", "sum", "cost_estimated_partial"),
-)
-
-# report_groups / report_group_days
-GROUP_KINDS = ("session", "skill")
-CELL_KINDS = ("skill",)
 VALUE_KINDS = ("skill",)  # the evaluation kinds among GROUP_KINDS: their runs' figures are kept sorted
-GROUP_VERDICTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls", "tool_errors")
-GROUP_VALUES = (("values_cost_auto", "run_cost_auto"), ("values_cost_reported", "run_cost_reported"),
-                ("values_cost_estimated", "run_cost_estimated"), ("values_duration_ms", "duration_ms"))
 GROUP_COLUMNS = (["kind", "gnull", "gkey"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS) + ["rank_auto"])
 CELL_COLUMNS = (["kind", "gnull", "gkey", "day"] + [m[0] for m in RUN_MEASURES] + list(GROUP_VERDICTS))
 

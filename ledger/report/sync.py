@@ -72,19 +72,8 @@ _STREAM_COLS = tuple(streams_t.c[name] for name in schema.STREAM_COLUMNS)
 
 def schema_disagreements() -> list[str]:
     """Where ledger.report.schema (the driver writers' copy) differs from the models."""
-    from ledger.index import report_tables as T
-
     return [name for name, mine, theirs in (
-        ("SLOT_SECONDS", schema.SLOT_SECONDS, SLOT_SECONDS),
-        ("basis codes", (schema.REPORTED, schema.ESTIMATED, schema.MIXED), (T.REPORTED, T.ESTIMATED, T.MIXED)),
         ("COUNTER_COLUMNS", schema.COUNTER_COLUMNS, COUNTER_COLUMNS),
-        ("CHANGE_TRIGGERS", schema.CHANGE_TRIGGERS, CHANGE_TRIGGERS),
-        ("RUN_MEASURES", schema.RUN_MEASURES, RUN_MEASURES),
-        ("MODEL_MEASURES", schema.MODEL_MEASURES, MODEL_MEASURES),
-        ("GROUP_KINDS", schema.GROUP_KINDS, GROUP_KINDS),
-        ("CELL_KINDS", schema.CELL_KINDS, CELL_KINDS),
-        ("GROUP_VERDICTS", schema.GROUP_VERDICTS, GROUP_VERDICTS),
-        ("GROUP_VALUES", schema.GROUP_VALUES, GROUP_VALUES),
         ("report_facts", schema.FACT_COLUMNS, tuple(c.name for c in facts_t.columns)),
         ("report_groups", sorted(schema.GROUP_COLUMNS + [n for n, _ in GROUP_VALUES]),
          sorted(c.name for c in groups_t.columns)),
