@@ -65,15 +65,30 @@ def same_summary(a: object, b: object) -> bool:
     return da == db_
 
 
-def check(home: Path, monkeypatch) -> object | None:
-    """fresh.unchanged(), held to the real pass."""
-    quick = fresh.unchanged([str(home)], dbmod.default_url(home))
+REASONS: list[str] = []  # why the last check() declined
+
+
+def check(home: Path, monkeypatch, error_ok: bool = False) -> object | None:
+    """fresh.unchanged(), held to the real pass. A decline must carry its reason, and be a
+    decline, not an error (a crash returns None too), unless `error_ok`."""
+    why: list[str] = []
+    quick = fresh.unchanged([str(home)], dbmod.default_url(home), why)
+    REASONS[:] = why
+    assert (quick is None) == (len(why) == 1), why
+    if why and not error_ok:
+        assert not why[0].startswith("error:"), why
     before = dump(home / "index.sqlite")
     summary = real_pass(home, monkeypatch)
     if quick is not None:
         assert dump(home / "index.sqlite") == before, "the check said unchanged, the pass wrote"
         assert same_summary(quick, summary), (quick.to_dict(), summary.to_dict())
     return quick
+
+
+def said(pattern: str) -> bool:
+    """The last check declined for the reason `pattern` (a regex) names."""
+    assert len(REASONS) == 1 and re.match(pattern, REASONS[0]), REASONS
+    return True
 
 
 def indexed(home: Path, monkeypatch) -> None:
@@ -129,7 +144,7 @@ def test_a_shard_the_pass_would_seal_is_left_to_the_pass(home, monkeypatch):
     assert check(home, monkeypatch) is not None  # (nothing to seal yet)
     monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 1_000_000_000)
     monkeypatch.setattr(fresh, "SEAL_GRACE_NS", 1_000_000_000)
-    assert check(home, monkeypatch) is None  # the pass seals them
+    assert check(home, monkeypatch) is None and said('shard \\w+ to seal or re-sign')  # the pass seals them
     con = sqlite3.connect(home / "index.sqlite")
     assert all(r[0] for r in con.execute("SELECT sealed FROM index_shards"))
     con.close()
@@ -138,7 +153,7 @@ def test_a_shard_the_pass_would_seal_is_left_to_the_pass(home, monkeypatch):
 
 def test_a_new_run_is_seen(home, varied, monkeypatch):
     make_run(home)
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a new shard \\w+|a record to read: run_')
     assert cli("runs", "--all", "--json").stdout == records_runs_json(home)
 
 
@@ -148,13 +163,13 @@ def test_a_new_run_in_a_new_shard_is_seen(home, varied, monkeypatch):
         run = make_run(home)
         if run.parent.name not in shards:
             break
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a new shard \\w+')
     assert cli("runs", "--all", "--json").stdout == records_runs_json(home)
 
 
 def test_events_appended_to_a_running_run_are_seen(home, varied, monkeypatch):
     append_usage(varied["running"], 1000, 2000)
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a record to read: run_')
     out = json.loads(cli("runs", "--all", "--json").stdout)
     assert cli("runs", "--all", "--json").stdout == records_runs_json(home)
     assert any(r["usage"]["output_tokens"] and r["usage"]["output_tokens"] >= 2000 for r in out)
@@ -162,7 +177,7 @@ def test_events_appended_to_a_running_run_are_seen(home, varied, monkeypatch):
 
 def test_a_new_terminal_json_is_seen(home, varied, monkeypatch):
     settle_run(varied["running"], "failed")
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a record to read: run_')
     out = cli("runs", "--all", "--json").stdout
     assert out == records_runs_json(home)
     assert '"outcome": "failed"' in out
@@ -172,7 +187,7 @@ def test_a_deleted_run_is_seen(home, varied, monkeypatch):
     import shutil
 
     shutil.rmtree(varied["r3"])
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a run gone from shard \\w+')
     assert cli("runs", "--all", "--json").stdout == records_runs_json(home)
 
 
@@ -181,7 +196,7 @@ def test_a_deleted_shard_is_seen(home, varied, monkeypatch):
 
     shard = varied["r4"].parent
     shutil.rmtree(shard)
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a shard gone')
     assert cli("runs", "--all", "--json").stdout == records_runs_json(home)
 
 
@@ -189,12 +204,12 @@ def test_a_manifest_edited_in_place_in_an_open_shard_is_seen(home, varied, monke
     # (the running run keeps its shard open; a settled neighbour there is re-checked each pass)
     m = varied["running"] / "manifest.json"
     m.write_bytes(m.read_bytes().replace(b'"task:A"', b'"task:Z"'))
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a record to read: run_')
 
 
 def test_a_racy_record_is_left_to_the_pass(home, varied, monkeypatch):
     os.utime(varied["running"] / "events.jsonl")  # (touched now: within the racy window)
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('a record to read: run_')
 
 
 def test_a_launcher_that_died_turns_its_run_abandoned(home, monkeypatch):
@@ -213,7 +228,7 @@ def test_a_launcher_that_died_turns_its_run_abandoned(home, monkeypatch):
     finally:
         p.stdin.close()
         p.wait()
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said("a run's launcher is gone: run_")
     assert '"state": "abandoned"' in cli("runs", "--all", "--json").stdout
 
 
@@ -244,7 +259,7 @@ def test_an_archive_changed_behind_the_marker_is_left_to_the_pass(home, tmp_path
     indexed(home, monkeypatch)
     marker = home / "sources" / "claude" / fresh.CHANGED_FILE
     marker.write_text("moved\n")  # an import that archived something
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('claude sessions archive changed')
 
 
 def test_a_state_folded_by_an_older_reducer_is_left_to_the_pass(home, tmp_path, monkeypatch):
@@ -260,17 +275,33 @@ def test_a_state_folded_by_an_older_reducer_is_left_to_the_pass(home, tmp_path, 
                 (json.dumps({**json.loads(state), "rv": 0}),))
     con.commit()
     con.close()
-    assert check(home, monkeypatch) is None
+    assert check(home, monkeypatch) is None and said('claude sessions folded by an older reducer')
     assert check(home, monkeypatch) is not None  # (read again once)
 
 
 def test_an_index_not_at_head_or_not_sqlite_is_left_to_the_pass(home, varied, monkeypatch, tmp_path):
-    assert fresh.unchanged([str(home)], "postgresql+psycopg://nobody@127.0.0.1:1/none") is None
+    why: list[str] = []
+    assert fresh.unchanged([str(home)], "postgresql+psycopg://nobody@127.0.0.1:1/none", why) is None
+    assert why == ["not a SQLite index"]
     con = sqlite3.connect(home / "index.sqlite")
     con.execute("UPDATE alembic_version SET version_num = ?", (sorted(dbmod.KNOWN_REVISIONS)[0],))
     con.commit()
     con.close()
-    assert fresh.unchanged([str(home)], dbmod.default_url(home)) is None
+    why.clear()
+    assert fresh.unchanged([str(home)], dbmod.default_url(home), why) is None
+    assert len(why) == 1 and why[0].startswith("the index is ") and why[0] != "the index is ok", why
+
+
+def test_an_error_is_told_apart_from_a_decline(home, varied, monkeypatch):
+    """An error inside the check declines too (the pass then says what is wrong), but its
+    reason names the error: a test of a decline cannot pass on a crash."""
+    def broken(*a, **k):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(fresh, "_home", broken)
+    why: list[str] = []
+    assert fresh.unchanged([str(home)], dbmod.default_url(home), why) is None
+    assert why == ["error: OperationalError: disk I/O error"]
 
 
 def test_the_check_agrees_with_the_indexer_it_mirrors():

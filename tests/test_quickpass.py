@@ -10,6 +10,7 @@ the small pass must decline, it writes nothing and the full pass does the work.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import sqlite3
@@ -89,11 +90,14 @@ def small(home: Path, monkeypatch, tmp_path: Path, racy_ns: int | None = 0) -> o
     return got
 
 
-def declines(home: Path, monkeypatch) -> None:
-    """The small pass writes nothing and leaves the work to the full pass."""
+def declines(home: Path, monkeypatch, reason: str) -> None:
+    """The small pass writes nothing and leaves the work to the full pass, for the reason the
+    regex `reason` names (not an error: a crash declines too)."""
     db = home / "index.sqlite"
     before = dump(db)
-    assert quickpass.index_small([str(home)], dbmod.default_url(home), racy_ns=0) is None
+    why: list[str] = []
+    assert quickpass.index_small([str(home)], dbmod.default_url(home), racy_ns=0, why=why) is None
+    assert len(why) == 1 and re.match(reason, why[0]), why
     assert dump(db) == before
     full_pass(home, monkeypatch)
     after = dump(db)
@@ -223,7 +227,7 @@ def test_a_run_of_an_imported_session_is_left_to_the_full_pass(home, varied, mon
         return Path(cap.path)
 
     in_old_shard(home, with_session)  # the record wins: the session is counted once
-    declines(home, monkeypatch)
+    declines(home, monkeypatch, "claude sessions archive changed")
     out = json.loads(cli("sql", "--json", "SELECT count(*) AS n FROM log_sessions WHERE linked_run_id "
                                           "IS NOT NULL").stdout)
     assert out[0]["n"] == 1
@@ -252,7 +256,10 @@ def test_what_the_small_pass_leaves_to_the_full_pass(home, varied, monkeypatch, 
         con.commit()
         con.close()
         in_old_shard(home)
-    declines(home, monkeypatch)
+    declines(home, monkeypatch, {"deleted run": r"a run gone from shard \w+$", "new shard": r"a new shard \w+$",
+                                 "too many": rf"more than {quickpass.QUICK_MAX} records to read$",
+                                 "launcher gone": "a run's launcher is gone: run_",
+                                 "second home": "more than one home$"}[change])
     if change not in ("second home", "launcher gone"):  # (those two were changed in the index, not the records)
         assert cli("runs", "--all", "--json").stdout == records_runs_json(home)
 
@@ -353,7 +360,7 @@ def test_a_run_of_an_imported_codex_session_is_left_to_the_full_pass(home, monke
         return Path(cap.path)
 
     in_old_shard(home, codex_run)  # (no Claude archive here: the Codex one is still looked at)
-    declines(home, monkeypatch)
+    declines(home, monkeypatch, "codex sessions archive changed")
 
 
 def test_a_record_damaged_after_a_rewrite_keeps_its_count(home, varied, monkeypatch, tmp_path):

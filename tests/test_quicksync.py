@@ -262,14 +262,17 @@ def changed(home, tmp_path):
     return w
 
 
-def declines(path: Path, **kw) -> None:
+def declines(path: Path, reason: str, **kw) -> None:
+    """Declined for `reason` (a crash would not say it), nothing written."""
     before = tables(path)
-    assert sync_small(url(path), **kw) is False
+    why: list[str] = []
+    assert sync_small(url(path), why=why, **kw) is False
+    assert why == [reason]
     assert tables(path) == before  # nothing written
 
 
 def test_declines_when_the_prices_changed(changed):
-    declines(changed.core, price_version="other prices 9")
+    declines(changed.core, "a full rebuild", price_version="other prices 9")
 
 
 def test_declines_when_a_trigger_is_missing(changed):
@@ -277,7 +280,7 @@ def test_declines_when_a_trigger_is_missing(changed):
     db.execute("DROP TRIGGER report_changes_update")
     db.commit()
     db.close()
-    declines(changed.core)
+    declines(changed.core, "a full rebuild")
 
 
 @pytest.mark.parametrize("key, value", [("fact_rules", "0"), ("group_rules", "0"), ("fact_runs", None),
@@ -290,7 +293,8 @@ def test_declines_when_the_state_is_not_current(changed, key, value):
         db.execute("UPDATE report_state SET value = ? WHERE key = ?", (value, key))
     db.commit()
     db.close()
-    declines(changed.core)
+    declines(changed.core, {"group_rules": "the group tables to build", "x": "fact_runs unreadable"}.get(
+        key if key == "group_rules" else value, "a full rebuild"))
 
 
 def test_declines_too_many_changes(changed):
@@ -298,13 +302,13 @@ def test_declines_too_many_changes(changed):
     (n,) = db.execute("SELECT count(*) FROM (SELECT DISTINCT home_id, run_id FROM report_changes)").fetchone()
     db.close()
     assert n >= 3  # (the new runs, and any the pass saw change)
-    declines(changed.core, limit=n - 1)
+    declines(changed.core, "too many changed runs", limit=n - 1)
     assert sync_small(url(changed.core), limit=n) is True
 
 
 def test_declines_when_a_running_run_changed_too_many(changed, monkeypatch):
     monkeypatch.setattr(quicksync, "_running_changed", lambda con: [(1, "run_x")] * 3)
-    declines(changed.core, limit=5)
+    declines(changed.core, "too many changed runs", limit=5)
 
 
 def test_declines_when_the_facts_need_a_reconcile(changed):
@@ -315,7 +319,7 @@ def test_declines_when_the_facts_need_a_reconcile(changed):
     assert gone  # (a new run's)
     db.commit()
     db.close()
-    declines(changed.core)
+    declines(changed.core, "the facts need a reconcile")
     st = service.sync(url(changed.core))  # (the Core path reconciles)
     assert st.reconciled
 
@@ -330,7 +334,7 @@ def test_declines_when_a_groups_figures_do_not_add_up(changed):
     changed.remove()
     changed.remove()
     index_homes(changed.homes, url(changed.core))
-    declines(changed.core)
+    declines(changed.core, "a group's figures do not add up")
 
 
 def test_an_index_not_at_head_is_not_touched(tmp_path):

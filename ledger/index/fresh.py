@@ -116,7 +116,17 @@ def summary_line(s: Any) -> str:
 
 
 class _Changed(Exception):
-    """Something a pass would write (or that this check does not judge)."""
+    """Something a pass would write (or that this check does not judge); its argument says
+    what (the `why` list of unchanged() and ledger.index.quickpass.index_small gets it)."""
+
+
+def declined(why: list[str] | None, exc: BaseException | str) -> None:
+    """Note why a fast path declined in `why` (when the caller passed a list) and return None:
+    a decline's reason, or an error's type and text, so a test tells the two apart (an error
+    that declined is not a "nothing changed")."""
+    if why is not None:
+        why.append(exc if isinstance(exc, str) else
+                   str(exc) if isinstance(exc, _Changed) else f"error: {type(exc).__name__}: {exc}")
 
 
 class Changes:
@@ -135,22 +145,23 @@ class Changes:
     def add(self, shard: str, state: tuple[str, bool, int], row: tuple[str, bool, int], works: list[tuple]) -> None:
         self.works.extend(works)
         if len(self.works) > self.limit:
-            raise _Changed
+            raise _Changed(f"more than {self.limit} records to read")
         self.shards[shard] = (state, row, works)
 
 
-def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
-    """The summary of a pass over `homes` that would find nothing to do, or None (run the pass).
+def unchanged(homes: Sequence[str], url: str, why: list[str] | None = None) -> IndexSummary | None:
+    """The summary of a pass over `homes` that would find nothing to do, or None (run the pass;
+    `why`, when given, gets the reason: ledger.index.fresh.declined).
 
     Only the SQLite index of a home (its `index.sqlite` or a named file) is judged; the caller
     has checked the homes (ledger.home) and brought imported logs up to date first."""
     if not homes or not dbmod.is_sqlite(url):
-        return None
+        return declined(why, "not a SQLite index" if homes else "no home")
     try:
         path = dbmod.sqlite_path(url)
         # missing, damaged, not ledger's (no lock file is created next to it) or not at head
-        if dbmod.inspect_sqlite(path).kind != "ok":
-            return None
+        if (kind := dbmod.inspect_sqlite(path).kind) != "ok":
+            return declined(why, f"the index is {kind}")
         # (the shared file lock: the index is never swapped underneath this read)
         with dbmod.flock(dbmod.file_lock(path), exclusive=False):
             con = sqlite3.connect(dbmod._ro_uri(path), uri=True, timeout=dbmod.BUSY_TIMEOUT_MS / 1000,
@@ -158,7 +169,7 @@ def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
             try:
                 con.execute("BEGIN")  # one snapshot for every query
                 if not _at_head(con):  # (swapped meanwhile)
-                    return None
+                    return declined(why, "the index is not at head")
                 start_ns = time.time_ns()
                 summary = IndexSummary(db=dbmod.redact_url(url))
                 for home in homes:
@@ -168,13 +179,13 @@ def unchanged(homes: Sequence[str], url: str) -> IndexSummary | None:
                 return summary
             finally:
                 con.close()
-    except (_Changed, sqlite3.Error, OSError, ValueError):
-        return None
+    except (_Changed, sqlite3.Error, OSError, ValueError) as exc:
+        return declined(why, exc)
     except Exception as exc:  # noqa: BLE001 - e.g. a damaged home-id.json: the pass says what
         from ledger.errors import LedgerError
 
         if isinstance(exc, LedgerError):
-            return None
+            return declined(why, exc)
         raise
 
 
@@ -199,7 +210,7 @@ def _home_id(con: sqlite3.Connection, home: str) -> int:
     row = con.execute(f"SELECT home_id FROM homes WHERE uid {'IS NULL' if uid is None else '= ?'} "
                       "AND machine = ? AND path = ?", ([] if uid is None else [uid]) + [machine_id(), real]).fetchone()
     if row is None:
-        raise _Changed
+        raise _Changed("a home to register or adopt")
     return row[0]
 
 
@@ -211,7 +222,7 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
     from ledger.home import home_problem
 
     if home_problem(home) is not None:  # (absent or not a home: the pass says so)
-        raise _Changed
+        raise _Changed("a home absent or not a home")
     h = _home_id(con, home)
     rows = {r[0]: (r[1], bool(r[2]), r[3]) for r in con.execute(
         "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = ?", (h,))}
@@ -229,13 +240,13 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
         racy = st.st_mtime_ns >= racy_before
         row = rows.get(shard)
         if row is None:  # a new shard: a row to write (and its runs to read)
-            raise _Changed
+            raise _Changed(f"a new shard {shard}")
         if shard_skipped(False, row[1], row[0], sig, racy):
             candidates[shard] = spath
         else:
             open_.append((shard, spath, sig, racy))
     if len(open_) + len(candidates) != len(rows):  # a shard gone: its runs to delete
-        raise _Changed
+        raise _Changed("a shard gone")
     # unsettled runs: their cursors (a sealed shard's are watched) and liveness inputs
     unsettled = con.execute(
         "SELECT r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state, "
@@ -249,12 +260,12 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
         for sd, name, pp, pr, rc, dsig, esig in damaged:
             if sd in candidates and not watched_unchanged(os.path.join(candidates[sd], name), SeenCursor(
                     DAMAGED, False, bool(rc), dsig, esig, pp, pr, None), None, racy_before):
-                raise _Changed
+                raise _Changed(f"a damaged record changed: {name}")
         for r in unsettled:
             if r[6] in candidates and r[7] != DAMAGED and not watched_unchanged(
                     os.path.join(candidates[r[6]], r[0]),
                     SeenCursor(r[7], False, bool(r[8]), r[9], r[10], None, None, r[11]), r[5], racy_before):
-                raise _Changed
+                raise _Changed(f"an unsettled run changed: {r[0]}")
         for sd in candidates:
             s.unchanged += rows[sd][2]
         s.skipped.extend(_problem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in candidates)
@@ -304,7 +315,7 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
             cur = cursors.get(name)
             if cur is None or not record_unchanged(path, cur, dsig, esig, link, False):
                 if changes is None:
-                    raise _Changed  # new, changed, or racy: a record to read
+                    raise _Changed(f"a record to read: {name}")  # new, changed, or racy
                 new += cur is None
                 works.append((path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
                 continue
@@ -322,19 +333,19 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
                     pid, ticks = u[2], u[3]
                     live = liveness(u[0] or "", u[1], None if pid is None else {"pid": pid, "start_ticks": ticks})
                     if live != u[4]:
-                        raise _Changed  # its launcher is gone: running -> abandoned
+                        raise _Changed(f"a run's launcher is gone: {name}")  # running -> abandoned
                 sealed = sealed and quiet and seals(cur, live)
                 if racy:
                     if changes is None:
-                        raise _Changed
+                        raise _Changed(f"a racy record: {name}")
                     works.append((path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
                     continue
                 s.unchanged += 1
         if n - new != len(cursors):  # a run gone (every run seen has a cursor): a deletion
-            raise _Changed
+            raise _Changed(f"a run gone from shard {shard}")
         if works or rows[shard] != (ssig, sealed, n):  # records to read, a shard to seal or its signature
             if changes is None:
-                raise _Changed
+                raise _Changed(f"shard {shard} to seal or re-sign")
             changes.add(shard, (ssig, sealed, n), rows[shard], works)
 
 
@@ -403,18 +414,18 @@ def _log_source(con: sqlite3.Connection, h: int, home: str, client: str, s: Inde
 
     cur = json.loads(row[0]) if row is not None else {"files": {}}
     if row is not None and cur.get("rv", 1) != LOG_STATE_V[client]:
-        raise _Changed  # (folded by an older reducer: the pass reads the archive again)
+        raise _Changed(f"{client} sessions folded by an older reducer")  # the pass reads the archive again
     if marker is not None and cur.get("marker") == marker:
         return
     files = _archive_files(root) if os.path.isdir(root) else {}
     if row is None:
         if files:
-            raise _Changed
+            raise _Changed(f"{client} sessions archived, never indexed")
         return
     known = cur.get("files") or {}
     if (any(known.get(rel) != v for rel, v in files.items()) or any(rel not in files for rel in known)
             or marker != cur.get("marker")):
-        raise _Changed
+        raise _Changed(f"{client} sessions archive changed")
 
 
 def links_changed(rows: Any, h: int, client: str) -> bool:

@@ -81,20 +81,21 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
-def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None) -> Any:
+def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None, why: list[str] | None = None) -> Any:
     """The summary of a small pass over `homes` (ledger.index.fresh.IndexSummary), or None:
-    the full pass is needed (nothing was written)."""
+    the full pass is needed (nothing was written; `why`, when given, gets the reason:
+    ledger.index.fresh.declined)."""
     from ledger.index import db as dbmod
     from ledger.index import fresh
     from ledger.index.rawwrite import NotAtHead, raw_writing
 
     if not homes or not dbmod.is_sqlite(url):
-        return None
+        return fresh.declined(why, "not a SQLite index" if homes else "no home")
     try:
         with raw_writing(url) as con:
             (n_homes,) = con.execute("SELECT count(*) FROM homes").fetchone()
             if n_homes != 1:
-                raise _Decline  # (copies of a run in two homes: ledger.index.copies)
+                raise _Decline("more than one home")  # (copies of a run in two homes: ledger.index.copies)
             start_ns = time.time_ns()
             racy_before = start_ns - (fresh.RACY_NS if racy_ns is None else racy_ns)
             summary = fresh.IndexSummary(db=dbmod.redact_url(url))
@@ -106,8 +107,12 @@ def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None) -> A
                 if changes.shards:
                     _write(con, h, home, changes, summary)
             return summary
-    except (_Decline, fresh._Changed, NotAtHead, sqlite3.Error, OSError, ValueError):
-        return None
+    except _Decline as exc:
+        return fresh.declined(why, str(exc))
+    except NotAtHead:
+        return fresh.declined(why, "the index is not at head")
+    except (fresh._Changed, sqlite3.Error, OSError, ValueError) as exc:
+        return fresh.declined(why, exc)
 
 
 def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> None:
@@ -178,4 +183,4 @@ def _check_links(con: sqlite3.Connection, h: int, home: str) -> None:
             continue
         marker = fresh._marker(os.path.join(home, "sources", client))
         if marker is None or json.loads(row[0]).get("marker") != marker or fresh.links_changed(rows, h, client):
-            raise _Decline
+            raise _Decline(f"{client} sessions archive changed")

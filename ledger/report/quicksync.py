@@ -49,10 +49,10 @@ class Declined(Exception):
 
 
 def sync_small(url: str, *, estimator: F.Estimator | None = None, price_version: str | None = None,
-               limit: int = SMALL, groups: bool = True) -> bool:
+               limit: int = SMALL, groups: bool = True, why: list[str] | None = None) -> bool:
     """Sync the report's tables of the SQLite index at `url` as sync_facts would (not `full`)
     when only a few runs changed; True when done (committed), False when declined (nothing
-    written). Raises ledger.index.rawwrite.NotAtHead when the schema is not at head, and
+    written; `why`, when given, gets the reason). Raises ledger.index.rawwrite.NotAtHead when the schema is not at head, and
     what the driver raises (a read-only index, a busy one)."""
     from ledger.index.rawwrite import raw_writing
 
@@ -61,7 +61,9 @@ def sync_small(url: str, *, estimator: F.Estimator | None = None, price_version:
     try:
         with raw_writing(url) as con:
             _sync(con, builder, limit, groups)
-    except Declined:
+    except Declined as exc:
+        if why is not None:
+            why.append(str(exc))
         return False
     return True
 
