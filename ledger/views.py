@@ -141,7 +141,7 @@ def _index(home: Path, db: str | None, notify: Any, named: bool = True) -> tuple
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes, reader_homes
 
-    from ledger.store import index_base
+    from ledger.store.layout import index_base
 
     url = dbmod.resolve_url(index_base(home), db)  # (a record store: every home in it)
     homes = reader_homes(home, url, named, notify)
@@ -188,7 +188,7 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
     """`indexed_runs` with filters (ledger.records.selection.RunFilter); a Selection."""
     from ledger.index import ops, queries, rawread
     from ledger.records.selection import count_all, select
-    from ledger.store import single_home
+    from ledger.store.layout import single_home
 
     store, home = home, single_home(home, "runs")
     url, homes, current = _index(store, db, notify, named)
@@ -213,7 +213,7 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
 def indexed_run(home: Path, db: str | None, selector: str, notify: Any, named: bool = True) -> RunSnapshot:
     """`ledger show` through the index (the selector resolves by the records' prefix rules)."""
     from ledger.index import ops, queries, rawread
-    from ledger.store import single_home
+    from ledger.store.layout import single_home
 
     store, home = home, single_home(home, "show")
     url, homes, current = _index(store, db, lambda msg: None if msg.startswith("warning: skipped") else notify(msg),

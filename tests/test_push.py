@@ -344,13 +344,13 @@ def test_refused_destinations(home, tmp_path, monkeypatch):
 
 def test_a_push_reads_only_what_changed_since_the_last_one_and_full_reads_all(filled, claude_cfg, tmp_path,
                                                                                monkeypatch):
-    from ledger import store as store_mod
+    from ledger.store import pusher, walk
 
     store = tmp_path / "store"
     push(filled, store)
     opened: list[str] = []
     compared: list[str] = []
-    real_open, real_same = store_mod._open_regular, store_mod._same_prefix
+    real_open, real_same = pusher._open_regular, pusher._same_prefix
 
     def counting_open(path: str) -> int:
         if not os.path.relpath(path, filled).startswith(".."):  # (the home's files, not the store's)
@@ -361,8 +361,9 @@ def test_a_push_reads_only_what_changed_since_the_last_one_and_full_reads_all(fi
         compared.append(os.path.relpath(os.readlink(f"/proc/self/fd/{a}"), filled))
         return real_same(a, b, n)
 
-    monkeypatch.setattr(store_mod, "_open_regular", counting_open)
-    monkeypatch.setattr(store_mod, "_same_prefix", counting_same)
+    for module in (pusher, walk):  # (the modules that open the home's files)
+        monkeypatch.setattr(module, "_open_regular", counting_open)
+    monkeypatch.setattr(pusher, "_same_prefix", counting_same)
     doc = push(filled, store)
     running = next(p for p in (filled / "runs").glob("*/*") if not (p / "terminal.json").exists())
     # settled runs and untouched logs are not read; the running run and the home's id are

@@ -21,7 +21,8 @@ from ledger.index import fresh
 from ledger.index.fresh import IndexSummary
 from ledger.report.aggregate import Report, ReportQuery, Sql
 from ledger.report.buckets import Buckets, make_buckets, resolve_zone
-from ledger.store import PushSummary, _Item
+from ledger.store.summary import PushSummary
+from ledger.store.walk import _Item
 
 RECORDS = [  # (the class, values, a field to replace)
     (ReportQuery, dict(kind="model", since=date(2026, 1, 2), filters={"model": ["x*"]}, limit=3), "limit"),

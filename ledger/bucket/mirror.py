@@ -27,7 +27,9 @@ from ledger.bucket.client import POOL, Bucket, NotFound
 from ledger.bucket.push import check_marker, log_key, log_seq, read_log, sha256
 from ledger.errors import LedgerError
 from ledger.plainclass import Plain
-from ledger.store import HOMES_DIR, SOURCES, STATE_DIR, _is_uuid, open_store
+from ledger.store.destination import open_store
+from ledger.store.layout import HOMES_DIR, _is_uuid
+from ledger.store.walk import SOURCES, STATE_DIR
 
 CURSORS = ".bucket-cursors.json"
 

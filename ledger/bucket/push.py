@@ -24,10 +24,12 @@ from typing import Any
 
 from ledger.bucket.client import POOL, Bucket, NotFound, is_bucket_url
 from ledger.errors import LedgerError
-from ledger.store import (
-    COPIED_ID_HINT, FRAMES, LINES, ONCE, PREFIX_BYTES, REPLACE, STORE_KIND, STORE_VERSION, TAIL_BYTES, TERMINAL,
-    Progress, PushSummary, _frames_end, _Item, _lines_end, _open_regular, _pread, _Walk, _whole_json,
-    pushable_home, pushed_home_uid)
+from ledger.store.destination import COPIED_ID_HINT
+from ledger.store.layout import STORE_KIND, STORE_VERSION
+from ledger.store.push import pushable_home, pushed_home_uid
+from ledger.store.reads import PREFIX_BYTES, TAIL_BYTES, _frames_end, _lines_end, _open_regular, _pread, _whole_json
+from ledger.store.summary import Progress, PushSummary
+from ledger.store.walk import LINES, ONCE, REPLACE, TERMINAL, _Item, _Walk, push_in_order
 
 MARKER = "ledger-store.json"
 MARKER_BYTES = json.dumps({"schema_version": STORE_VERSION, "kind": STORE_KIND, "layout": "objects"}).encode() + b"\n"
@@ -265,6 +267,11 @@ class _Pusher:
             self.add([(piece, data)])
         return outcome
 
+    push_archive = push_one  # (an archived log is one more file here)
+
+    def mark_changed(self, client: str) -> None:
+        pass  # (a bucket's reader follows the push log: no change marker to move)
+
 
 def _head(fd: int, end: int) -> str:
     return sha256(_pread(fd, min(PREFIX_BYTES, end), 0))
@@ -353,7 +360,7 @@ def _get_or_none(b: Bucket, key: str) -> bytes | None:
 def push_bucket(home: str | os.PathLike[str], target: str, *, progress: Progress | None = None,
                 full: bool = False) -> PushSummary:
     from ledger.home import HOME_ID_FILE
-    from ledger.store import _Lock
+    from ledger.store.writes import _Lock
 
     assert is_bucket_url(target)
     t0 = time.perf_counter()
@@ -376,22 +383,7 @@ def push_bucket(home: str | os.PathLike[str], target: str, *, progress: Progress
         try:
             walk = _Walk(home_abs, summary.skipped)
             p.push_one(_Item(HOME_ID_FILE, ONCE))
-            runs = walk.run_dirs()
-            clients = list(walk.archive_items())
-            total = len(runs) + sum(len(items) for _, items in clients)
-            done = 0
-            for rrel in runs:
-                p.push_run(rrel, walk)
-                summary.runs += 1
-                done += 1
-                if progress is not None and done % 50 == 0:
-                    progress(done, total)
-            for _client, items in clients:
-                for item in items:
-                    p.push_one(item)
-                    done += 1
-                    if progress is not None and done % 50 == 0:
-                        progress(done, total)
+            total = push_in_order(p, walk, summary, progress)
             p.commit()
         finally:
             p.pool.shutdown(wait=True, cancel_futures=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.bucket.client import Bucket, is_bucket_url
-from ledger.store import Progress, PushSummary
+from ledger.store.summary import Progress, PushSummary
 
 
 class DirectoryStore:
@@ -20,7 +20,7 @@ class DirectoryStore:
         self.name = str(path)
 
     def push(self, home: Any, progress: Progress | None = None, full: bool = False) -> PushSummary:
-        from ledger.store import push
+        from ledger.store.push import push
 
         return push(home, self.path, progress=progress, full=full)
 

@@ -78,12 +78,12 @@ def err(message: str) -> None:
 
 def index_url(home: Any, db: str | None) -> str:
     """The index of `--home` / `--db` as every command finds it: the home's own, or a record
-    store's index/ (ledger.store.index_base), unless --db / $LEDGER_DB names another."""
+    store's index/ (ledger.store.layout.index_base), unless --db / $LEDGER_DB names another."""
     import os
 
     from ledger.home import resolve_home
     from ledger.index import db as dbmod
-    from ledger.store import index_base
+    from ledger.store.layout import index_base
 
     return dbmod.resolve_url(index_base(Path(os.path.abspath(resolve_home(home)))), db)
 

@@ -36,7 +36,7 @@ def index(
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes
 
-    from ledger.store import expand_homes, index_base
+    from ledger.store.layout import expand_homes, index_base
 
     from ledger.bucket.client import is_bucket_url
 

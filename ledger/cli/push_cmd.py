@@ -36,7 +36,7 @@ def push(
     from ledger.errors import LedgerError
     from ledger.bucket.stores import store_at
     from ledger.home import resolve_home
-    from ledger.store import conflict_error
+    from ledger.store.summary import conflict_error
 
     dest = to if to is not None else os.environ.get("LEDGER_STORE") or None
     if not dest:

@@ -55,7 +55,7 @@ def sql(
     try:
         if query == "-":
             query = sys.stdin.read()
-        from ledger.store import index_base
+        from ledger.store.layout import index_base
 
         home_path = Path(os.path.abspath(resolve_home(home)))
         url = dbmod.resolve_url(index_base(home_path), db)

@@ -88,7 +88,7 @@ def _copied_from(url: str, homes: Sequence[str]) -> list[str]:
 
 def _store_index(url: str, homes: Sequence[str]) -> bool:
     """Whether `url` is the own index of the record store holding `homes` (STORE/index/)."""
-    from ledger.store import index_base, is_store
+    from ledger.store.layout import index_base, is_store
 
     stores = {os.path.dirname(os.path.dirname(h)) for h in homes}
     return any(is_store(s) and url == dbmod.default_url(index_base(s)) for s in stores)
@@ -130,7 +130,7 @@ def reader_homes(home: str | os.PathLike[str], url: str, named: bool = True, not
     (no --home, no $LEDGER_HOME) goes only into its own index: a database given with --db /
     $LEDGER_DB (a team's PostgreSQL, another home's index) is read as it is, and stderr says
     the default home was left out (issue 32)."""
-    from ledger.store import expand_homes, index_base
+    from ledger.store.layout import expand_homes, index_base
 
     if not named and url != dbmod.default_url(index_base(home)):
         if home_problem(home) is None:

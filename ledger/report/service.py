@@ -146,7 +146,7 @@ def answer(home: str | os.PathLike[str], db: str | None, read_with: Callable[[An
     from ledger.index import db as dbmod
     from ledger.index.ops import index_homes, reader_homes
 
-    from ledger.store import index_base
+    from ledger.store.layout import index_base
 
     home_path = Path(os.path.abspath(os.fspath(home)))
     url = dbmod.resolve_url(index_base(home_path), db)
