@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ledger.errors import LedgerError
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from ledger.launch.stop import STOP_SIGNALS  # (the signals a run stops on: one list)
 POLL_SECS = 0.1
 
 
