@@ -113,23 +113,24 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import orjson
 
 from ledger.records.timefmt import utc_text
-from ledger.records.verdict import MCP_PREFIX, TOOL_STATUSES, tool_status
-from ledger.sources.jsonlines import TORN, complete_end, json_objects
+from ledger.records.verdict import TOOL_STATUSES
+from ledger.sources.codex_levels import (_K_BASE, _L_FILE, _L_LINE, _L_MODEL, _L_ORD, _L_PREDS, _L_RESP, _L_SESSION,
+                                         _L_START, _L_TS, _R_FILE, _R_LINE, _R_START, _R_TS, _le, _level, _level_key,
+                                         _str, level_deltas)
+from ledger.sources.codex_results import Delta, Session
+from ledger.sources.codex_tools import (CALL_NAMES, NAMED_CALLS, RESULT_ITEMS, _EVENT_RESULTS, _STATUS, _WORSE,
+                                        _item_status, _mcp_end_status, _output_status, _word)
+from ledger.sources.jsonlines import TORN, Problem, complete_end, json_objects
 
 STATE_VERSION = 5  # 2: tool calls; 3: tool results, a level's thread start; 4: calls by response id, tiers; 5: a copy's restart read again (seed 2525)
 
-# Raw cumulative fields, in the order a level stores them.
-RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
-              "reasoning_output_tokens")
 PUBLIC_COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
                    "reasoning_tokens")
-_IN, _CACHED, _WRITE, _OUT, _REASON = range(5)
 
 # Envelope kinds Codex writes; anything else is reported. Legacy pre-envelope rollouts hold
 # bare ResponseItems, whose kinds are known too (they carry no usage).
@@ -142,14 +143,6 @@ LEGACY_ITEM_TYPES = frozenset({
     "custom_tool_call_output", "local_shell_call", "web_search_call", "tool_search_call",
     "tool_search_output", "image_generation_call", "ghost_snapshot", "compaction", "other",
 })
-# response_item payload types that are tool calls: counted under their own `name`, or a fixed one
-NAMED_CALLS = frozenset({"function_call", "custom_tool_call"})
-CALL_NAMES = {"local_shell_call": "local_shell", "web_search_call": "web_search",
-              "tool_search_call": "tool_search", "image_generation_call": "image_generation"}
-# an item_completed item's type (lower case, no `_`) -> the name of its status field's values
-RESULT_ITEMS = frozenset({"commandexecution", "filechange", "mcptoolcall", "dynamictoolcall", "imagegeneration"})
-_STATUS = {"completed": "ok", "failed": "error", "declined": "error"}  # (in progress: no result yet)
-_WORSE = {"ok": 0, "semantic-error": 1, "error": 2}  # results that disagree: the worse stands
 # the thread uuid ends a rollout's name; an archive generation adds `.genN` (`.genN.M`)
 _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
@@ -157,173 +150,10 @@ _UUID_TAIL = re.compile(
 # Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
 # own thread's start (its session_meta's time), service tier]
 _F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER = range(8)
-# Level entry layout: [time, model, session, file, line, the file's thread start,
-# [predecessor level keys ("" = zero)], the response id of the call that reached it (charged by
-# that call's record, not as a delta) or None, service tier, its line's ordinal (0.169 writes
-# one on each line; else the line's index in its file)]
-_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_TIER, _L_ORD = range(10)
-# Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
-# start, its usage's level key, service tier, its chain]
-_R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_CHAIN = range(9)
-# Paginated fork entry (per fork chain): [parent thread, forked_from_ordinal_exclusive, the
-# level below its first call as its first record states it (thread total - usage) or None]
-_K_PARENT, _K_ORDINAL, _K_BASE = range(3)
 # Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
 _C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class Delta:
-    """One cumulative level of a chain, charged once: the usage it added."""
-
-    chain: str
-    model: str | None
-    time: str | None            # first appearance, canonical UTC
-    session_id: str | None      # the thread whose file holds the earliest copy
-    counters: dict[str, int | None]
-    restart: bool               # charged whole: the total went down before it
-    file: str
-    line: int
-    service_tier: str | None = None   # `priority`, `flex`, ... (None: the default tier)
-    response_id: str | None = None    # the call's own record (0.169), else a delta of totals
-
-    @property
-    def day(self) -> str | None:
-        return self.time[:10] if self.time else None
-
-
-@dataclass(frozen=True)
-class Session:
-    """What a rollout's own `session_meta` says about its thread (for session rows)."""
-
-    session_id: str
-    forked_from_id: str | None
-    cwd: str | None
-    originator: str | None      # codex_exec for `codex exec`, codex_cli_rs for the TUI
-    source: str | None          # "cli", "exec", ...
-    cli_version: str | None
-    git_branch: str | None
-    git_repository_url: str | None
-    started: str | None
-    ended: str | None
-    files: tuple[str, ...]
-    tools: dict[str, int] = field(default_factory=dict)  # tool name -> calls attributed to the thread
-    # tool name -> [ok, error, semantic-error] results of those calls (the rest: unknown)
-    tool_results: dict[str, list[int]] = field(default_factory=dict)
-
-
-def _count(v: Any) -> int | None:
-    if type(v) is int:
-        return v if v >= 0 else None
-    if type(v) is float and v.is_integer() and v >= 0:
-        return int(v)
-    return None
-
-
 _utc = utc_text  # (ledger.records.timefmt: the one rule for a log line's timestamp)
-
-
-def _str(v: Any) -> str | None:
-    return v if type(v) is str and v else None
-
-
-def _level_key(u: dict[str, Any]) -> str | None:
-    """A cumulative usage object -> its level key ("i,c,w,o,r", "" for an absent counter);
-    None when it holds no counter at all."""
-    vals = [_count(u.get(f)) for f in RAW_FIELDS]
-    if all(v is None for v in vals):
-        return None
-    return ",".join("" if v is None else str(v) for v in vals)
-
-
-def _level(key: str) -> list[int | None]:
-    return [int(x) if x else None for x in key.split(",")] if key else [None] * 5
-
-
-def _counters(d: list[int | None]) -> dict[str, int | None]:
-    """Raw usage (OpenAI's: input includes cached input and cache writes) in ledger's shape."""
-    inp = d[_IN]
-    if inp is not None:
-        inp -= (d[_CACHED] or 0) + (d[_WRITE] or 0)
-        if inp < 0:
-            inp = None  # the client's own counters disagree: unknown, not negative
-    return {"input_tokens": inp, "cache_read_tokens": d[_CACHED], "cache_write_tokens": d[_WRITE],
-            "output_tokens": d[_OUT], "reasoning_tokens": d[_REASON]}
-
-
-def _le(a: list[int | None], b: list[int | None]) -> bool:
-    """a <= b on every counter (an absent counter counts as 0)."""
-    return all((x or 0) <= (y or 0) for x, y in zip(a, b))
-
-
-_EVENT_RESULTS = frozenset({"item_completed", "patch_apply_end", "exec_command_end", "mcp_tool_call_end"})
-
-
-def _word(v: Any) -> str | None:
-    """A status value as one lower-case word (`inProgress`, `in_progress` -> `inprogress`)."""
-    return v.lower().replace("_", "") if type(v) is str else None
-
-
-def _item_status(itype: str, item: dict[str, Any]) -> str | None:
-    status = _STATUS.get(_word(item.get("status")))
-    if itype == "mcptoolcall" and status == "ok":
-        return _mcp_status(item.get("server"), item.get("tool"), item.get("result"))
-    if status is None and itype == "commandexecution" and type(item.get("exit_code", item.get("exitCode"))) is int:
-        return "ok" if item.get("exit_code", item.get("exitCode")) == 0 else "error"
-    if status is None and itype == "dynamictoolcall" and type(item.get("success")) is bool:
-        return "ok" if item["success"] else "error"
-    return status
-
-
-def _mcp_status(server: Any, tool: Any, result: Any) -> str:
-    """A completed MCP call: error when its result says `isError`, semantic-error when its
-    content is an error envelope (ledger.records.verdict), else ok."""
-    if not isinstance(result, dict):
-        return "ok"
-    is_error = result.get("isError", result.get("is_error")) is True
-    name = f"{MCP_PREFIX}{server}__{tool}" if type(server) is str and type(tool) is str else MCP_PREFIX
-    return tool_status(name, is_error, result.get("content"))
-
-
-def _mcp_end_status(p: dict[str, Any]) -> str | None:
-    """`mcp_tool_call_end`: `result` is Rust's `Result` (`{"Ok": CallToolResult}` / `{"Err": text}`)."""
-    result = p.get("result")
-    if not isinstance(result, dict):
-        return None
-    if "Err" in result:
-        return "error"
-    inv = p.get("invocation") if isinstance(p.get("invocation"), dict) else {}
-    if isinstance(result.get("Ok"), dict):
-        return _mcp_status(inv.get("server"), inv.get("tool"), result["Ok"])
-    return None
-
-
-def _output_status(output: Any) -> str | None:
-    """A `function_call_output`'s output, where its shape says whether the call failed: an
-    object with a boolean `success`, or the old `shell` tool's JSON text with
-    `metadata.exit_code`. Any other text (`Process exited with code 1`) says nothing clear."""
-    if isinstance(output, dict):
-        ok = output.get("success")
-        return None if type(ok) is not bool else ("ok" if ok else "error")
-    if type(output) is not str or not output.startswith('{"output"') or not output.endswith("}"):
-        return None
-    try:
-        obj = orjson.loads(output)
-    except orjson.JSONDecodeError:
-        return None
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    code = meta.get("exit_code") if isinstance(meta, dict) else None
-    return None if type(code) is not int else ("ok" if code == 0 else "error")
 
 
 def thread_of_path(file: str) -> str:
@@ -609,62 +439,8 @@ class CodexUsage:
         if old is None or _WORSE[status] > _WORSE[old]:
             res[key] = status
 
-    # ---- results -----------------------------------------------------------------------
-    def _fork_bases(self) -> dict[str, tuple[str, str | None]]:
-        """Each paginated fork chain's zero: (the level key its totals go on from, the model of
-        that level). The parent's level at the fork point (its last level on a line whose
-        `ordinal` is below `forked_from_ordinal_exclusive`; a line without one: its index in
-        the file, from 0) when the
-        parent's rollout was read; else what the fork's first record states (its thread total
-        less its usage); else zero."""
-        if not self._forks:
-            return {}
-        own: dict[str, list[tuple[int, str, str | None]]] = {}
-        parents = {f[_K_PARENT] for f in self._forks.values()}
-        for levels in self._chains.values():
-            for key, e in levels.items():
-                if e[_L_SESSION] in parents:
-                    own.setdefault(e[_L_SESSION], []).append((e[_L_ORD], key, e[_L_MODEL]))
-        out: dict[str, tuple[str, str | None]] = {}
-        for chain, f in self._forks.items():
-            below = [x for x in own.get(f[_K_PARENT], ()) if f[_K_ORDINAL] is None or x[0] < f[_K_ORDINAL]]
-            if below:
-                _line, key, model = max(below)
-                out[chain] = (key, model)
-            elif f[_K_BASE] is not None:
-                out[chain] = (f[_K_BASE], None)
-        return out
-
     def deltas(self) -> Iterator[Delta]:
-        bases = self._fork_bases()
-        for rid, r in self._responses.items():
-            model = r[_R_MODEL]
-            if model is None and r[_R_CHAIN] in bases:
-                # a fork's call before its first turn_context (the compaction a fork on another
-                # model runs first): the parent's model at the fork point
-                model = bases[r[_R_CHAIN]][1]
-            yield Delta(r[_R_SESSION] or "", model, r[_R_TS], r[_R_SESSION], _counters(_level(r[_R_USAGE])), False,
-                        r[_R_FILE], r[_R_LINE], r[_R_TIER], rid)
-        for chain, levels in self._chains.items():
-            for key, e in levels.items():
-                if e[_L_RESP] is not None and e[_L_RESP] in self._responses:
-                    continue  # charged by its call's record
-                zero = bases[chain][0] if chain in bases else ""  # a paginated fork's zero: its base
-                if zero and key == zero:
-                    continue  # the parent's total, re-emitted by the fork: the parent's
-                lv = _level(key)
-                below: list[int | None] = [None] * 5
-                best = -1
-                for pk in e[_L_PREDS]:  # the nearest recorded level at or below (zero always is)
-                    pk = pk or zero
-                    pv = _level(pk)
-                    if pk != key and _le(pv, lv) and sum(x or 0 for x in pv) > best:
-                        below, best = pv, sum(x or 0 for x in pv)
-                restart = any(pk and not _le(_level(pk), lv) for pk in e[_L_PREDS]) and not any(
-                    pk and pk != key and _le(_level(pk), lv) for pk in e[_L_PREDS])
-                d = [None if v is None else v - (b or 0) for v, b in zip(lv, below)]
-                yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], _counters(d), restart, e[_L_FILE],
-                            e[_L_LINE], e[_L_TIER])
+        return level_deltas(self._chains, self._responses, self._forks)
 
     def tools(self) -> dict[str, dict[str, int]]:
         """Tool calls per thread (the thread whose file holds a call's earliest copy) and name,
