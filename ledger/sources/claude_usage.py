@@ -80,6 +80,31 @@ _TS, _MODEL, _SIDE, _RTS, _SESSION, _AGENT, _FILE, _LINE, _COST = range(_N, _N +
 _utc = utc_text  # (ledger.records.timefmt: the one rule for a log line's timestamp)
 
 
+class _SessionLines:
+    """What a session's own lines said so far; kept in the state as the list
+    [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]."""
+
+    __slots__ = ("started", "ended", "cwd", "git_branch", "version", "entrypoint", "tools")
+
+    def __init__(self, started: str | None = None, ended: str | None = None, cwd: str | None = None,
+                 git_branch: str | None = None, version: str | None = None, entrypoint: str | None = None,
+                 tools: dict[str, int] | None = None) -> None:
+        self.started, self.ended, self.cwd, self.git_branch = started, ended, cwd, git_branch
+        self.version, self.entrypoint = version, entrypoint
+        self.tools: dict[str, int] = {} if tools is None else dict(tools)
+
+    @classmethod
+    def from_state(cls, v: list[Any]) -> _SessionLines:
+        return cls(*v[:6], v[6])
+
+    def to_state(self) -> list[Any]:
+        return [self.started, self.ended, self.cwd, self.git_branch, self.version, self.entrypoint, dict(self.tools)]
+
+    def info(self, sid: str, files: tuple[str, ...]) -> SessionInfo:
+        return SessionInfo(sid, self.started, self.ended, self.cwd, self.git_branch, self.version, self.entrypoint,
+                           dict(self.tools), files)
+
+
 class ClaudeUsage:
     """The reducer. Feed lines of one or several sessions' files; read `responses()`,
     `cost_deltas()`, `totals()`; persist `state()`."""
@@ -96,10 +121,10 @@ class ClaudeUsage:
         #                       "t": {repr(level): time}, "u": [models with unknown cost],
         #                       "p": [sessions its copied lines name], "c": [compaction times]}
         self._chains: dict[str, dict[str, Any]] = {k: _copy_chain(v) for k, v in s.get("chains", {}).items()}
-        # session id -> [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]
-        # (optional in the state: states written before sessions were kept still load)
-        self._sessions: dict[str, list[Any]] = {
-            k: [*v[:6], dict(v[6])] for k, v in s.get("sessions", {}).items()}
+        # session id -> what its lines said (optional in the state: states written before
+        # sessions were kept still load)
+        self._sessions: dict[str, _SessionLines] = {
+            k: _SessionLines.from_state(v) for k, v in s.get("sessions", {}).items()}
         # tool_use ids already counted (a content block is copied like its response)
         self._tool_ids: set[str] = set(s.get("tool_ids", ()))
         # session id -> the files holding a line of it (its `sessionId`, else the file's path
@@ -114,7 +139,7 @@ class ClaudeUsage:
         return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
                 "responses": {k: list(v) for k, v in self._responses.items()},
                 "chains": {k: _copy_chain(v) for k, v in self._chains.items()},
-                "sessions": {k: [*v[:6], dict(v[6])] for k, v in self._sessions.items()},
+                "sessions": {k: v.to_state() for k, v in self._sessions.items()},
                 "tool_ids": sorted(self._tool_ids),
                 "session_files": {k: sorted(v) for k, v in self._session_files.items()},
                 "problem_count": self.problem_count}
@@ -236,20 +261,20 @@ class ClaudeUsage:
         """What the session's lines say about it: first/last time, cwd, branch, client."""
         m = self._sessions.get(sid)
         if m is None:
-            m = self._sessions[sid] = [None, None, None, None, None, None, {}]
+            m = self._sessions[sid] = _SessionLines()
         if ts is not None:
-            if m[0] is None or ts < m[0]:
-                m[0] = ts
-            if m[1] is None or ts > m[1]:
-                m[1] = ts
-        if m[2] is None and type(obj.get("cwd")) is str:
-            m[2] = obj["cwd"]
-        if m[3] is None and type(obj.get("gitBranch")) is str and obj["gitBranch"]:
-            m[3] = obj["gitBranch"]
-        if m[4] is None and type(obj.get("version")) is str:
-            m[4] = obj["version"]
-        if m[5] is None and type(obj.get("entrypoint")) is str:
-            m[5] = obj["entrypoint"]
+            if m.started is None or ts < m.started:
+                m.started = ts
+            if m.ended is None or ts > m.ended:
+                m.ended = ts
+        if m.cwd is None and type(obj.get("cwd")) is str:
+            m.cwd = obj["cwd"]
+        if m.git_branch is None and type(obj.get("gitBranch")) is str and obj["gitBranch"]:
+            m.git_branch = obj["gitBranch"]
+        if m.version is None and type(obj.get("version")) is str:
+            m.version = obj["version"]
+        if m.entrypoint is None and type(obj.get("entrypoint")) is str:
+            m.entrypoint = obj["entrypoint"]
 
     def _tools(self, sid: str, content: list[Any]) -> None:
         """Tool uses by name, each `tool_use` block id counted once (blocks are copied into
@@ -262,8 +287,8 @@ class ClaudeUsage:
                 self._tool_ids.add(tid)
                 m = self._sessions.get(sid)
                 if m is None:
-                    m = self._sessions[sid] = [None, None, None, None, None, None, {}]
-                m[6][name] = m[6].get(name, 0) + 1
+                    m = self._sessions[sid] = _SessionLines()
+                m.tools[name] = m.tools.get(name, 0) + 1
 
     def _cost_state(self, obj: dict[str, Any], time: str | None, file: str, lineno: int,
                     path_session: str | None) -> None:
@@ -331,8 +356,7 @@ class ClaudeUsage:
         """What each session's own lines said about it (by session id). A fork's file starts
         with copies of its parent's lines (their old timestamps; only the assistant copies are
         marked): a fork starts at its first own response, when it has one."""
-        out = {sid: SessionInfo(sid, *m[:6], dict(m[6]), tuple(sorted(self._session_files.get(sid, ()))))
-               for sid, m in self._sessions.items()}
+        out = {sid: m.info(sid, tuple(sorted(self._session_files.get(sid, ())))) for sid, m in self._sessions.items()}
         forks = {sid for sid, c in self._chains.items() if c["p"] and sid in out}
         if forks:
             first: dict[str, str] = {}

@@ -23,14 +23,25 @@ _L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_T
 # Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
 # start, its usage's level key, service tier, its chain]
 _R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_CHAIN = range(9)
-# Paginated fork entry (per fork chain): [parent thread, forked_from_ordinal_exclusive, the
-# level below its first call as its first record states it (thread total - usage) or None]
-_K_PARENT, _K_ORDINAL, _K_BASE = range(3)
 Chains = dict[str, dict[str, list[Any]]]  # chain -> level key -> entry (the layout above)
 
 
 def _str(v: Any) -> str | None:
     return v if type(v) is str and v else None
+
+
+class PagedFork:
+    """A paginated fork chain's link to its parent; kept in the state as the list [parent thread,
+    forked_from_ordinal_exclusive, the level below its first call as its first record states it
+    (thread total - usage) or None]."""
+
+    __slots__ = ("parent", "ordinal", "base")
+
+    def __init__(self, parent: str | None, ordinal: int | None, base: str | None) -> None:
+        self.parent, self.ordinal, self.base = parent, ordinal, base
+
+    def to_state(self) -> list[Any]:
+        return [self.parent, self.ordinal, self.base]
 
 
 def _level_key(u: dict[str, Any]) -> str | None:
@@ -62,7 +73,7 @@ def _le(a: list[int | None], b: list[int | None]) -> bool:
     return all((x or 0) <= (y or 0) for x, y in zip(a, b))
 
 
-def fork_bases(chains: Chains, forks: dict[str, list[Any]]) -> dict[str, tuple[str, str | None]]:
+def fork_bases(chains: Chains, forks: dict[str, PagedFork]) -> dict[str, tuple[str, str | None]]:
     """Each paginated fork chain's zero: (the level key its totals go on from, the model of
     that level). The parent's level at the fork point (its last level on a line whose
     `ordinal` is below `forked_from_ordinal_exclusive`; a line without one: its index in
@@ -72,24 +83,24 @@ def fork_bases(chains: Chains, forks: dict[str, list[Any]]) -> dict[str, tuple[s
     if not forks:
         return {}
     own: dict[str, list[tuple[int, str, str | None]]] = {}
-    parents = {f[_K_PARENT] for f in forks.values()}
+    parents = {f.parent for f in forks.values()}
     for levels in chains.values():
         for key, e in levels.items():
             if e[_L_SESSION] in parents:
                 own.setdefault(e[_L_SESSION], []).append((e[_L_ORD], key, e[_L_MODEL]))
     out: dict[str, tuple[str, str | None]] = {}
     for chain, f in forks.items():
-        below = [x for x in own.get(f[_K_PARENT], ()) if f[_K_ORDINAL] is None or x[0] < f[_K_ORDINAL]]
+        below = [x for x in own.get(f.parent, ()) if f.ordinal is None or x[0] < f.ordinal]
         if below:
             _line, key, model = max(below)
             out[chain] = (key, model)
-        elif f[_K_BASE] is not None:
-            out[chain] = (f[_K_BASE], None)
+        elif f.base is not None:
+            out[chain] = (f.base, None)
     return out
 
 
 def level_deltas(chains: Chains, responses: dict[str, list[Any]],
-                 forks: dict[str, list[Any]]) -> Iterator[Delta]:
+                 forks: dict[str, PagedFork]) -> Iterator[Delta]:
     """What each call record and each level no record reached charges (the reducer's `deltas()`)."""
     bases = fork_bases(chains, forks)
     for rid, r in responses.items():

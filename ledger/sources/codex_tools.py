@@ -26,6 +26,26 @@ def _word(v: Any) -> str | None:
     return v.lower().replace("_", "") if type(v) is str else None
 
 
+def event_result(ptype: str, p: dict[str, Any]) -> tuple[Any, str | None] | None:
+    """An `_EVENT_RESULTS` event's (call id, status or None); None: an item that is no call."""
+    if ptype == "item_completed":
+        item = p.get("item")
+        if isinstance(item, dict) and type(item.get("type")) is str:
+            itype = item["type"].lower().replace("_", "")
+            if itype in RESULT_ITEMS:
+                return item.get("id"), _item_status(itype, item)
+        return None
+    if ptype == "mcp_tool_call_end":
+        return p.get("call_id"), _mcp_end_status(p)
+    # patch_apply_end, exec_command_end
+    status = _STATUS.get(_word(p.get("status")))
+    if status is None and type(p.get("success")) is bool:
+        status = "ok" if p["success"] else "error"
+    if status is None and type(p.get("exit_code")) is int:
+        status = "ok" if p["exit_code"] == 0 else "error"
+    return p.get("call_id"), status
+
+
 def _item_status(itype: str, item: dict[str, Any]) -> str | None:
     status = _STATUS.get(_word(item.get("status")))
     if itype == "mcptoolcall" and status == "ok":

@@ -119,12 +119,11 @@ import orjson
 
 from ledger.records.timefmt import utc_text
 from ledger.records.verdict import TOOL_STATUSES
-from ledger.sources.codex_levels import (_K_BASE, _L_FILE, _L_LINE, _L_MODEL, _L_ORD, _L_PREDS, _L_RESP, _L_SESSION,
+from ledger.sources.codex_levels import (_L_FILE, _L_LINE, _L_MODEL, _L_ORD, _L_PREDS, _L_RESP, _L_SESSION,
                                          _L_START, _L_TS, _R_FILE, _R_LINE, _R_START, _R_TS, _le, _level, _level_key,
-                                         _str, level_deltas)
+                                         PagedFork, _str, level_deltas)
 from ledger.sources.codex_results import Delta, Session
-from ledger.sources.codex_tools import (CALL_NAMES, NAMED_CALLS, RESULT_ITEMS, _EVENT_RESULTS, _STATUS, _WORSE,
-                                        _item_status, _mcp_end_status, _output_status, _word)
+from ledger.sources.codex_tools import CALL_NAMES, NAMED_CALLS, _EVENT_RESULTS, _WORSE, _output_status, event_result
 from ledger.sources.jsonlines import TORN, Problem, complete_end, json_objects
 
 STATE_VERSION = 5  # 2: tool calls; 3: tool results, a level's thread start; 4: calls by response id, tiers; 5: a copy's restart read again (seed 2525)
@@ -147,9 +146,6 @@ LEGACY_ITEM_TYPES = frozenset({
 _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
 
-# Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
-# own thread's start (its session_meta's time), service tier]
-_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER = range(8)
 # Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
 _C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
@@ -162,6 +158,23 @@ def thread_of_path(file: str) -> str:
     return m.group(1).lower() if m else file
 
 
+class _Cursor:
+    """Where a file's reading is, and what its lines so far set; kept in the state as the list
+    [offset, lines consumed, own thread, chain, previous level key, model, own thread's start
+    (its session_meta's time), service tier]."""
+
+    __slots__ = ("offset", "lines", "own", "chain", "prev", "model", "start", "tier")
+
+    def __init__(self, offset: int = 0, lines: int = 0, own: str | None = None, chain: str = "",
+                 prev: str | None = None, model: str | None = None, start: str | None = None,
+                 tier: str | None = None) -> None:
+        self.offset, self.lines, self.own, self.chain = offset, lines, own, chain
+        self.prev, self.model, self.start, self.tier = prev, model, start, tier
+
+    def to_state(self) -> list[Any]:
+        return [self.offset, self.lines, self.own, self.chain, self.prev, self.model, self.start, self.tier]
+
+
 class CodexUsage:
     """The reducer. Feed rollout files (any order, any split); read `deltas()`, `totals()`,
     `sessions()`; persist `state()`."""
@@ -170,7 +183,7 @@ class CodexUsage:
         s = state or {}
         if s and s.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported codex usage state version {s.get('v')!r}")
-        self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
+        self._files: dict[str, _Cursor] = {k: _Cursor(*v) for k, v in s.get("files", {}).items()}
         # chain -> level key -> entry (layout above)
         self._chains: dict[str, dict[str, list[Any]]] = {
             c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
@@ -178,7 +191,7 @@ class CodexUsage:
         # response id -> the call's earliest record (layout above)
         self._responses: dict[str, list[Any]] = {k: list(e) for k, e in s.get("responses", {}).items()}
         # paginated fork chain -> entry (layout above)
-        self._forks: dict[str, list[Any]] = {k: list(e) for k, e in s.get("forks", {}).items()}
+        self._forks: dict[str, PagedFork] = {k: PagedFork(*e) for k, e in s.get("forks", {}).items()}
         # own thread id -> session summary fields (from the file's first session_meta)
         self._sessions: dict[str, dict[str, Any]] = {
             k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
@@ -193,11 +206,11 @@ class CodexUsage:
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
+        return {"v": STATE_VERSION, "files": {k: v.to_state() for k, v in self._files.items()},
                 "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
                            for c, lv in self._chains.items()},
                 "responses": {k: list(e) for k, e in self._responses.items()},
-                "forks": {k: list(e) for k, e in self._forks.items()},
+                "forks": {k: e.to_state() for k, e in self._forks.items()},
                 "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
                 "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
                 "results": {c: dict(r) for c, r in self._results.items()},
@@ -206,7 +219,7 @@ class CodexUsage:
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""
         f = self._files.get(file)
-        return f[_F_OFF] if f else 0
+        return f.offset if f else 0
 
     # ---- feeding -----------------------------------------------------------------------
     def _problem(self, file: str, line: int, reason: str) -> None:
@@ -220,19 +233,19 @@ class CodexUsage:
         cur = self._files.get(file)
         if cur is None:
             # before any session_meta: the shared chain "" (see the module's rules)
-            cur = self._files[file] = [0, 0, None, "", None, None, None, None]
-        if offset != cur[_F_OFF]:
-            raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
+            cur = self._files[file] = _Cursor()
+        if offset != cur.offset:
+            raise ValueError(f"{file}: feed at offset {offset}, but {cur.offset} bytes were consumed")
         end = complete_end(data)
-        lineno = cur[_F_LINE] + data.count(b"\n", 0, end)  # after the chunk
-        for n, obj in json_objects(data, end, cur[_F_LINE], lambda n, why: self._problem(file, n, why)):
+        lineno = cur.lines + data.count(b"\n", 0, end)  # after the chunk
+        for n, obj in json_objects(data, end, cur.lines, lambda n, why: self._problem(file, n, why)):
             self._line(obj, cur, file, n)
         if end < len(data):
             self._problem(file, lineno + 1, TORN)
-        cur[_F_OFF], cur[_F_LINE] = offset + end, lineno
+        cur.offset, cur.lines = offset + end, lineno
         return offset + end
 
-    def _line(self, obj: dict[str, Any], cur: list[Any], file: str, lineno: int) -> None:
+    def _line(self, obj: dict[str, Any], cur: _Cursor, file: str, lineno: int) -> None:
         kind = obj.get("type")
         payload = obj.get("payload")
         if kind not in KNOWN_TYPES:
@@ -249,7 +262,7 @@ class CodexUsage:
         if kind == "session_meta":
             self._session_meta(payload, ts, cur, file, lineno)
         elif kind == "turn_context":
-            cur[_F_MODEL] = _str(payload.get("model")) or cur[_F_MODEL]
+            cur.model = _str(payload.get("model")) or cur.model
         elif kind == "token_usage_record":
             self._record(payload, ts, cur, file, lineno)
         elif kind == "event_msg":
@@ -260,18 +273,20 @@ class CodexUsage:
                 settings = payload.get("thread_settings")
                 if isinstance(settings, dict) and "service_tier" in settings:
                     tier = _str(settings.get("service_tier"))
-                    cur[_F_TIER] = None if tier == "default" else tier
+                    cur.tier = None if tier == "default" else tier
             elif ptype in _EVENT_RESULTS:
-                self._event_result(ptype, payload, cur)
+                result = event_result(ptype, payload)
+                if result is not None:
+                    self._result(*result, cur)
         elif kind == "response_item":
             self._call(payload, ts, cur, file, lineno)
-        own = cur[_F_OWN]
+        own = cur.own
         if own is not None and ts is not None:
             s = self._sessions[own]
             if s["ended"] is None or ts > s["ended"]:
                 s["ended"] = ts
 
-    def _session_meta(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _session_meta(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         sid = _str(p.get("id"))
         if sid is None:
             self._problem(file, lineno, "session_meta without an id")
@@ -279,23 +294,23 @@ class CodexUsage:
         parent = _str(p.get("forked_from_id"))
         # a 0.169 fork (`history_mode: paginated`, `history_base`): it copies none of its parent's
         # lines; its totals go on from the parent's at the fork point: its own chain, whose zero
-        # is the parent's level at the fork point (deltas: _fork_bases)
-        paged = parent is not None and cur[_F_OWN] is None and (
+        # is the parent's level at the fork point (codex_levels.fork_bases)
+        paged = parent is not None and cur.own is None and (
             p.get("history_mode") == "paginated" or isinstance(p.get("history_base"), dict)
             or "forked_from_ordinal_exclusive" in p)
         # the chain the following lines continue: a copied ancestor's meta overrides this
         chain = sid if paged else (parent or sid)
-        if chain != cur[_F_CHAIN]:
-            cur[_F_CHAIN], cur[_F_PREV] = chain, None  # the previous level was another chain's
-        if cur[_F_OWN] is not None:
+        if chain != cur.chain:
+            cur.chain, cur.prev = chain, None  # the previous level was another chain's
+        if cur.own is not None:
             return  # a copied parent meta (or a repeat): the file's own thread stays the first one
         if paged and sid not in self._forks:
             n = p.get("forked_from_ordinal_exclusive")
             hb = p.get("history_base") if isinstance(p.get("history_base"), dict) else {}
             n = n if type(n) is int else hb.get("end_ordinal_exclusive")
-            self._forks[sid] = [parent, n if type(n) is int else None, None]
-        cur[_F_OWN] = sid
-        cur[_F_START] = _utc(p.get("timestamp")) or ts
+            self._forks[sid] = PagedFork(parent, n if type(n) is int else None, None)
+        cur.own = sid
+        cur.start = _utc(p.get("timestamp")) or ts
         git = p.get("git") if isinstance(p.get("git"), dict) else {}
         s = self._sessions.get(sid)
         if s is None:
@@ -311,7 +326,7 @@ class CodexUsage:
         if t is not None and (s["started"] is None or t < s["started"]):
             s["started"] = t
 
-    def _token_count(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _token_count(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         info = p.get("info")
         if info is None:
             return  # the turn-start event: rate limits only
@@ -320,20 +335,20 @@ class CodexUsage:
         if key is None:
             self._problem(file, lineno, "token_count without a cumulative total_token_usage: not counted")
             return
-        self._level(key, _str(info.get("model")) or cur[_F_MODEL], ts, cur, file, lineno, None)
+        self._level(key, _str(info.get("model")) or cur.model, ts, cur, file, lineno, None)
 
-    def _level(self, key: str, model: str | None, ts: str | None, cur: list[Any], file: str, lineno: int,
+    def _level(self, key: str, model: str | None, ts: str | None, cur: _Cursor, file: str, lineno: int,
                response_id: str | None) -> None:
         """A cumulative total seen (a token_count's, or a call record's thread total)."""
-        session = cur[_F_OWN] or thread_of_path(file)
-        levels = self._chains.setdefault(cur[_F_CHAIN], {})
-        prev = cur[_F_PREV]
+        session = cur.own or thread_of_path(file)
+        levels = self._chains.setdefault(cur.chain, {})
+        prev = cur.prev
         e = levels.get(key)
-        start = cur[_F_START]
+        start = cur.start
         if e is None:
-            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur[_F_TIER],
+            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur.tier,
                            self._ordinal]
-            cur[_F_PREV] = key
+            cur.prev = key
             return
         if response_id is not None:
             e[_L_RESP] = response_id
@@ -346,7 +361,7 @@ class CodexUsage:
         else:
             if (prev or "") not in e[_L_PREDS]:
                 e[_L_PREDS].append(prev or "")
-            cur[_F_PREV] = key
+            cur.prev = key
         # the earliest copy; a tie (a fork that kept the original times): the thread that started
         # first (a path order would give the parent's usage to a fork under archived_sessions/)
         new_rank = (ts is None, ts or "", start is None, start or "", file, lineno)
@@ -359,7 +374,7 @@ class CodexUsage:
         elif e[_L_MODEL] is None:
             e[_L_MODEL] = model
 
-    def _record(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _record(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         """A `token_usage_record` (0.169: one per API call): the call's own `usage`, keyed by its
         `response_id` (counted once wherever it is copied), and `thread_token_usage`, the
         cumulative total after it (a level, so the token_count repeating it adds nothing)."""
@@ -372,21 +387,21 @@ class CodexUsage:
             return
         thread = p.get("thread_token_usage")
         tkey = _level_key(thread) if isinstance(thread, dict) else None
-        start = cur[_F_START]
+        start = cur.start
         e = self._responses.get(rid)
         if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
                 e[_R_TS] is None, e[_R_TS] or "", e[_R_START] is None, e[_R_START] or "", e[_R_FILE], e[_R_LINE]):
-            self._responses[rid] = [ts, cur[_F_MODEL], cur[_F_OWN] or thread_of_path(file), file, lineno, start,
-                                    ukey, cur[_F_TIER], cur[_F_CHAIN]]
-        fork = self._forks.get(cur[_F_CHAIN])
-        if fork is not None and fork[_K_BASE] is None and tkey is not None:
+            self._responses[rid] = [ts, cur.model, cur.own or thread_of_path(file), file, lineno, start,
+                                    ukey, cur.tier, cur.chain]
+        fork = self._forks.get(cur.chain)
+        if fork is not None and fork.base is None and tkey is not None:
             below = [None if t is None else t - (u or 0) for t, u in zip(_level(tkey), _level(ukey))]
             if all(v is None or v >= 0 for v in below):
-                fork[_K_BASE] = ",".join("" if v is None else str(v) for v in below)
+                fork.base = ",".join("" if v is None else str(v) for v in below)
         if tkey is not None:
-            self._level(tkey, cur[_F_MODEL], ts, cur, file, lineno, rid)
+            self._level(tkey, cur.model, ts, cur, file, lineno, rid)
 
-    def _call(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _call(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         kind = p.get("type")
         if type(kind) is not str:
             return  # (not a call: a list or object here is not even hashable)
@@ -404,36 +419,19 @@ class CodexUsage:
         cid = _str(p.get("call_id")) or _str(p.get("id"))
         # without an id: the payload (a fork's copy has the same payload, not the same timestamp)
         key = f"id:{cid}" if cid else "p:" + hashlib.sha256(orjson.dumps(p)).hexdigest()[:32]
-        calls = self._calls.setdefault(cur[_F_CHAIN], {})
+        calls = self._calls.setdefault(cur.chain, {})
         e = calls.get(key)
-        start = cur[_F_START]
+        start = cur.start
         # the earliest copy; a fork that kept the original times ties: the thread that existed
         # first made the call (a path order would give it to a fork under archived_sessions/)
         if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
                 e[_C_TS] is None, e[_C_TS] or "", e[_C_START] is None, e[_C_START] or "", e[_C_FILE], e[_C_LINE]):
-            calls[key] = [ts, cur[_F_OWN] or thread_of_path(file), file, lineno, name, start]
+            calls[key] = [ts, cur.own or thread_of_path(file), file, lineno, name, start]
 
-    def _event_result(self, ptype: str, p: dict[str, Any], cur: list[Any]) -> None:
-        if ptype == "item_completed":
-            item = p.get("item")
-            if isinstance(item, dict) and type(item.get("type")) is str:
-                itype = item["type"].lower().replace("_", "")
-                if itype in RESULT_ITEMS:
-                    self._result(item.get("id"), _item_status(itype, item), cur)
-        elif ptype == "mcp_tool_call_end":
-            self._result(p.get("call_id"), _mcp_end_status(p), cur)
-        else:  # patch_apply_end, exec_command_end
-            status = _STATUS.get(_word(p.get("status")))
-            if status is None and type(p.get("success")) is bool:
-                status = "ok" if p["success"] else "error"
-            if status is None and type(p.get("exit_code")) is int:
-                status = "ok" if p["exit_code"] == 0 else "error"
-            self._result(p.get("call_id"), status, cur)
-
-    def _result(self, cid: Any, status: str | None, cur: list[Any]) -> None:
+    def _result(self, cid: Any, status: str | None, cur: _Cursor) -> None:
         if status is None or type(cid) is not str or not cid:
             return  # no result the log states, or no call to give it to
-        res = self._results.setdefault(cur[_F_CHAIN], {})
+        res = self._results.setdefault(cur.chain, {})
         key = f"id:{cid}"
         old = res.get(key)
         if old is None or _WORSE[status] > _WORSE[old]:
