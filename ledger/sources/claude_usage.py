@@ -80,6 +80,19 @@ _TS, _MODEL, _SIDE, _RTS, _SESSION, _AGENT, _FILE, _LINE, _COST = range(_N, _N +
 _utc = utc_text  # (ledger.records.timefmt: the one rule for a log line's timestamp)
 
 
+class _FileCursor:
+    """How far a file was read; kept in the state as the list [offset, lines consumed, latest
+    timestamp so far]."""
+
+    __slots__ = ("offset", "lines", "latest")
+
+    def __init__(self, offset: int = 0, lines: int = 0, latest: str | None = None) -> None:
+        self.offset, self.lines, self.latest = offset, lines, latest
+
+    def to_state(self) -> list[Any]:
+        return [self.offset, self.lines, self.latest]
+
+
 class _SessionLines:
     """What a session's own lines said so far; kept in the state as the list
     [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]."""
@@ -113,8 +126,7 @@ class ClaudeUsage:
         s = state or {}
         if s and s.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported claude usage state version {s.get('v')!r}")
-        # file -> [offset, lines consumed, latest timestamp so far]
-        self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
+        self._files: dict[str, _FileCursor] = {k: _FileCursor(*v) for k, v in s.get("files", {}).items()}
         # "<message id>\n<request key>" -> entry list (layout above)
         self._responses: dict[str, list[Any]] = {k: list(v) for k, v in s.get("responses", {}).items()}
         # chain (sessionId) -> {"m": {model: {level key: [time, tokens or None, file, line]}},
@@ -136,7 +148,7 @@ class ClaudeUsage:
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
+        return {"v": STATE_VERSION, "files": {k: v.to_state() for k, v in self._files.items()},
                 "responses": {k: list(v) for k, v in self._responses.items()},
                 "chains": {k: _copy_chain(v) for k, v in self._chains.items()},
                 "sessions": {k: v.to_state() for k, v in self._sessions.items()},
@@ -147,7 +159,7 @@ class ClaudeUsage:
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""
         f = self._files.get(file)
-        return f[0] if f else 0
+        return f.offset if f else 0
 
     # ---- feeding -----------------------------------------------------------------------
     def _problem(self, file: str, line: int, reason: str) -> None:
@@ -160,16 +172,16 @@ class ClaudeUsage:
         and is reported as a problem (it will be read whole once its newline arrives)."""
         cur = self._files.get(file)
         if cur is None:
-            cur = self._files[file] = [0, 0, None]
+            cur = self._files[file] = _FileCursor()
         self._memo = None
-        if offset != cur[0]:
-            raise ValueError(f"{file}: feed at offset {offset}, but {cur[0]} bytes were consumed")
+        if offset != cur.offset:
+            raise ValueError(f"{file}: feed at offset {offset}, but {cur.offset} bytes were consumed")
         path_session, path_agent = session_of_path(file)
         end = complete_end(data)
-        latest = cur[2]
-        lineno = cur[1] + data.count(b"\n", 0, end)  # after the chunk
+        latest = cur.latest
+        lineno = cur.lines + data.count(b"\n", 0, end)  # after the chunk
         named: set[str] = set()  # the sessions this chunk's lines belong to
-        for n, obj in json_objects(data, end, cur[1], lambda n, why: self._problem(file, n, why)):
+        for n, obj in json_objects(data, end, cur.lines, lambda n, why: self._problem(file, n, why)):
             kind = obj.get("type")
             if kind is None and isinstance(obj.get("message"), dict):
                 # an untyped message line: a response when it holds one, else nothing to count
@@ -200,7 +212,7 @@ class ClaudeUsage:
             self._session_files.setdefault(sid, set()).add(file)
         if end < len(data):
             self._problem(file, lineno + 1, TORN)
-        cur[0], cur[1], cur[2] = offset + end, lineno, latest
+        cur.offset, cur.lines, cur.latest = offset + end, lineno, latest
         return offset + end
 
     def _assistant(self, obj: dict[str, Any], ts: str | None, file: str, lineno: int,
