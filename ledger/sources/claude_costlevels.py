@@ -16,7 +16,7 @@ from typing import Any, Iterator
 from ledger.sources.jsonlines import _count
 from ledger.sources.claude_results import CostDelta, Response
 
-Chains = dict[str, dict[str, Any]]  # sessionId -> its chain (the layout above)
+Chains = dict[str, dict[str, Any]]  # sessionId -> its chain (the layout in this docstring)
 
 
 def new_chain() -> dict[str, Any]:
@@ -126,7 +126,7 @@ def unlogged(chains: Chains, logged: list[Response]) -> Iterator[Response]:
                 prev_t = t
 
 
-def cost_deltas(chains: Chains, responses: list[Response]) -> list[CostDelta]:
+def chain_deltas(chains: Chains, responses: list[Response]) -> list[CostDelta]:
     """What each chain (session) added: its levels' increments (a fork's from its parent's
     level), each split over the chain's responses of that model since the level below, in
     proportion to their list-price weight (`_weight`), so a level is charged on the days its

@@ -53,7 +53,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 from ledger.records.timefmt import utc_text
-from ledger.sources.claude_costlevels import (_copy_chain, _level_tokens, _observe, _observe_level, cost_deltas,
+from ledger.sources.claude_costlevels import (_copy_chain, _level_tokens, _observe, _observe_level, chain_deltas,
                                               new_chain, unlogged)
 from ledger.sources.claude_lines import (KNOWN_TYPES, SYNTHETIC_MODEL, _copied_from, _cost, _max,
                                          _untyped_response, _usage_counters, session_of_path)
@@ -347,7 +347,7 @@ class ClaudeUsage:
         if self._memo is None:
             logged = list(self._logged())
             every = logged + list(unlogged(self._chains, logged))
-            self._memo = (every, cost_deltas(self._chains, every))
+            self._memo = (every, chain_deltas(self._chains, every))
         return self._memo
 
     def _logged(self) -> Iterator[Response]:

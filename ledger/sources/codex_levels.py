@@ -23,7 +23,7 @@ _L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_T
 # Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
 # start, its usage's level key, service tier, its chain]
 _R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_CHAIN = range(9)
-Chains = dict[str, dict[str, list[Any]]]  # chain -> level key -> entry (the layout above)
+Chains = dict[str, dict[str, list[Any]]]  # chain -> level key -> entry (the _L_ layout above)
 
 
 def _str(v: Any) -> str | None:

@@ -184,13 +184,13 @@ class CodexUsage:
         if s and s.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported codex usage state version {s.get('v')!r}")
         self._files: dict[str, _Cursor] = {k: _Cursor(*v) for k, v in s.get("files", {}).items()}
-        # chain -> level key -> entry (layout above)
+        # chain -> level key -> entry (layout: codex_levels._L_*)
         self._chains: dict[str, dict[str, list[Any]]] = {
             c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
             for c, lv in s.get("chains", {}).items()}
-        # response id -> the call's earliest record (layout above)
+        # response id -> the call's earliest record (layout: codex_levels._R_*)
         self._responses: dict[str, list[Any]] = {k: list(e) for k, e in s.get("responses", {}).items()}
-        # paginated fork chain -> entry (layout above)
+        # paginated fork chain -> its link to its parent
         self._forks: dict[str, PagedFork] = {k: PagedFork(*e) for k, e in s.get("forks", {}).items()}
         # own thread id -> session summary fields (from the file's first session_meta)
         self._sessions: dict[str, dict[str, Any]] = {
