@@ -188,7 +188,7 @@ def resolve(harness: str, snap: LogSnapshot, pinned: str | None, cwd: str, start
 
 def _resolve_claude(snap: LogSnapshot, pinned: str | None, changed: list[str], cwd: str,
                     started: datetime) -> Resolution:
-    from ledger.sources.claude_usage import session_of_path
+    from ledger.sources.claude_lines import session_of_path
 
     if pinned:
         files = sorted(p for p in _log_files("claude", snap.roots)

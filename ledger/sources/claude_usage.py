@@ -50,17 +50,18 @@ per file and the distinct cumulative cost levels per session).
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from ledger.records.timefmt import utc_text
-from ledger.sources.jsonlines import TORN, complete_end, json_objects
+from ledger.sources.claude_costlevels import (_copy_chain, _level_tokens, _observe, _observe_level, chain_deltas,
+                                              new_chain, unlogged)
+from ledger.sources.claude_lines import (KNOWN_TYPES, SYNTHETIC_MODEL, _copied_from, _cost, _max,
+                                         _untyped_response, _usage_counters, session_of_path)
+from ledger.sources.claude_results import CostDelta, Response, SessionInfo
+from ledger.sources.jsonlines import TORN, Problem, _count, complete_end, json_objects
 
 STATE_VERSION = 3  # (2: cost levels with their tokens, a fork's parent, compaction times; 3: each
 # session's files)
-SYNTHETIC_MODEL = "<synthetic>"  # locally made messages: no API call, no usage
 
 # Counters kept per response, in the order stored in the state.
 COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
@@ -69,99 +70,9 @@ PUBLIC_COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "c
                    "cache_write_1h_tokens", "output_tokens", "reasoning_tokens")
 _N = len(COUNTERS)
 
-# Line types Claude Code writes (2.0.x-2.1.328): skipped silently. Anything else is counted.
-KNOWN_TYPES = frozenset({
-    "user", "assistant", "system", "attachment", "progress", "summary", "custom-title", "ai-title",
-    "tag", "agent_metadata", "queue-operation", "api-request", "api-request-resumed",
-    "api-request-shape", "api-request-blob", "frame-link", "observer-ref", "continued-in",
-    "resume-head-vouch", "file-history-snapshot", "file-history-delta", "attribution-snapshot",
-    "relocated", "agent-name", "agent-color", "agent-setting", "mode", "permission-mode",
-    "session-owner", "isolation-latch", "dev-mods", "atis-latch", "worktree-state", "bridge-session",
-    "tools-used", "data-flow-records", "data-flow-incomplete", "derived-from", "pr-link",
-    "history-suppression", "ended-by-model", "cost-state", "last-prompt", "content-replacement",
-    "memory-mode", "artifact-comment-monitor", "artifact-autoreact-ledger", "fork-context-ref",
-    "repl-mode",
-})
-
 # Response entry layout in the state (a list, to keep the cursor small).
 # [counters x7, first_ts, model, rank_sidechain, rank_ts, session, agent, file, line, cost]
 _TS, _MODEL, _SIDE, _RTS, _SESSION, _AGENT, _FILE, _LINE, _COST = range(_N, _N + 9)
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class Response:
-    """One API response, counted once."""
-
-    message_id: str
-    request_key: str | None
-    model: str | None
-    time: str | None            # first appearance, canonical UTC (None: no copy had a timestamp)
-    session_id: str | None
-    agent_id: str | None
-    sidechain: bool             # True only when every copy was a sidechain copy
-    counters: dict[str, int | None]
-    cost_usd: float | None      # 2.0.x per-line costUSD (reported), else None
-    file: str                   # where the preferred copy is
-    line: int
-
-    @property
-    def day(self) -> str | None:
-        return self.time[:10] if self.time else None
-
-
-@dataclass(frozen=True)
-class CostDelta:
-    """Reported cost a session added (from its cumulative `cost-state` lines)."""
-
-    session_id: str
-    model: str | None           # None: only `totalCostUSD` was known
-    time: str | None
-    cost_usd: float | None      # None: the client said this model's cost is unknown
-
-    @property
-    def day(self) -> str | None:
-        return self.time[:10] if self.time else None
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    """A session as its lines describe it (subagent files' lines carry the parent's id)."""
-
-    session_id: str
-    started: str | None
-    ended: str | None
-    cwd: str | None
-    git_branch: str | None
-    version: str | None
-    entrypoint: str | None      # "cli": interactive; "sdk-cli": `claude -p` / the SDK
-    tools: dict[str, int]
-    files: tuple[str, ...] = ()  # every file holding a line of it (its counted responses may be in others)
-
-
-def _count(v: Any) -> int | None:
-    if type(v) is int:
-        return v if v >= 0 else None
-    if type(v) is float and v.is_integer() and v >= 0:
-        return int(v)
-    return None
-
-
-def _cost(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    v = float(v)
-    return v if math.isfinite(v) and v >= 0 else None
-
 
 # Claude Code's own form (`2026-01-12T10:00:00.000Z`): its canonical UTC form is the same
 # digits with microseconds, once the date is known valid (every line has one: the first
@@ -169,37 +80,42 @@ def _cost(v: Any) -> float | None:
 _utc = utc_text  # (ledger.records.timefmt: the one rule for a log line's timestamp)
 
 
-def _max(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a if a >= b else b
+class _FileCursor:
+    """How far a file was read; kept in the state as the list [offset, lines consumed, latest
+    timestamp so far]."""
+
+    __slots__ = ("offset", "lines", "latest")
+
+    def __init__(self, offset: int = 0, lines: int = 0, latest: str | None = None) -> None:
+        self.offset, self.lines, self.latest = offset, lines, latest
+
+    def to_state(self) -> list[Any]:
+        return [self.offset, self.lines, self.latest]
 
 
-def _usage_counters(u: dict[str, Any]) -> list[int | None]:
-    cc = u.get("cache_creation")
-    cc = cc if isinstance(cc, dict) else {}
-    details = u.get("output_tokens_details")
-    thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
-    return [_count(u.get("input_tokens")), _count(u.get("cache_read_input_tokens")),
-            _count(u.get("cache_creation_input_tokens")), _count(u.get("output_tokens")),
-            _count(thinking), _count(cc.get("ephemeral_5m_input_tokens")),
-            _count(cc.get("ephemeral_1h_input_tokens"))]
+class _SessionLines:
+    """What a session's own lines said so far; kept in the state as the list
+    [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]."""
 
+    __slots__ = ("started", "ended", "cwd", "git_branch", "version", "entrypoint", "tools")
 
-def session_of_path(file: str) -> tuple[str | None, str | None]:
-    """(session id, agent id) implied by a transcript path: `<session>.jsonl` or
-    `<session>/subagents/**/agent-<id>.jsonl`. Used when a line does not say."""
-    parts = file.replace("\\", "/").split("/")
-    name = parts[-1]
-    stem = name[:-6] if name.endswith(".jsonl") else name
-    if "subagents" in parts:
-        i = len(parts) - 1 - parts[::-1].index("subagents")
-        session = parts[i - 1] if i >= 1 else None
-        agent = stem[6:] if stem.startswith("agent-") else stem
-        return session, agent
-    return stem or None, None
+    def __init__(self, started: str | None = None, ended: str | None = None, cwd: str | None = None,
+                 git_branch: str | None = None, version: str | None = None, entrypoint: str | None = None,
+                 tools: dict[str, int] | None = None) -> None:
+        self.started, self.ended, self.cwd, self.git_branch = started, ended, cwd, git_branch
+        self.version, self.entrypoint = version, entrypoint
+        self.tools: dict[str, int] = {} if tools is None else dict(tools)
+
+    @classmethod
+    def from_state(cls, v: list[Any]) -> _SessionLines:
+        return cls(*v[:6], v[6])
+
+    def to_state(self) -> list[Any]:
+        return [self.started, self.ended, self.cwd, self.git_branch, self.version, self.entrypoint, dict(self.tools)]
+
+    def info(self, sid: str, files: tuple[str, ...]) -> SessionInfo:
+        return SessionInfo(sid, self.started, self.ended, self.cwd, self.git_branch, self.version, self.entrypoint,
+                           dict(self.tools), files)
 
 
 class ClaudeUsage:
@@ -210,18 +126,17 @@ class ClaudeUsage:
         s = state or {}
         if s and s.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported claude usage state version {s.get('v')!r}")
-        # file -> [offset, lines consumed, latest timestamp so far]
-        self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
+        self._files: dict[str, _FileCursor] = {k: _FileCursor(*v) for k, v in s.get("files", {}).items()}
         # "<message id>\n<request key>" -> entry list (layout above)
         self._responses: dict[str, list[Any]] = {k: list(v) for k, v in s.get("responses", {}).items()}
         # chain (sessionId) -> {"m": {model: {level key: [time, tokens or None, file, line]}},
         #                       "t": {repr(level): time}, "u": [models with unknown cost],
         #                       "p": [sessions its copied lines name], "c": [compaction times]}
         self._chains: dict[str, dict[str, Any]] = {k: _copy_chain(v) for k, v in s.get("chains", {}).items()}
-        # session id -> [started, ended, cwd, git branch, version, entrypoint, {tool: uses}]
-        # (optional in the state: states written before sessions were kept still load)
-        self._sessions: dict[str, list[Any]] = {
-            k: [*v[:6], dict(v[6])] for k, v in s.get("sessions", {}).items()}
+        # session id -> what its lines said (optional in the state: states written before
+        # sessions were kept still load)
+        self._sessions: dict[str, _SessionLines] = {
+            k: _SessionLines.from_state(v) for k, v in s.get("sessions", {}).items()}
         # tool_use ids already counted (a content block is copied like its response)
         self._tool_ids: set[str] = set(s.get("tool_ids", ()))
         # session id -> the files holding a line of it (its `sessionId`, else the file's path
@@ -233,10 +148,10 @@ class ClaudeUsage:
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
+        return {"v": STATE_VERSION, "files": {k: v.to_state() for k, v in self._files.items()},
                 "responses": {k: list(v) for k, v in self._responses.items()},
                 "chains": {k: _copy_chain(v) for k, v in self._chains.items()},
-                "sessions": {k: [*v[:6], dict(v[6])] for k, v in self._sessions.items()},
+                "sessions": {k: v.to_state() for k, v in self._sessions.items()},
                 "tool_ids": sorted(self._tool_ids),
                 "session_files": {k: sorted(v) for k, v in self._session_files.items()},
                 "problem_count": self.problem_count}
@@ -244,7 +159,7 @@ class ClaudeUsage:
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""
         f = self._files.get(file)
-        return f[0] if f else 0
+        return f.offset if f else 0
 
     # ---- feeding -----------------------------------------------------------------------
     def _problem(self, file: str, line: int, reason: str) -> None:
@@ -257,16 +172,16 @@ class ClaudeUsage:
         and is reported as a problem (it will be read whole once its newline arrives)."""
         cur = self._files.get(file)
         if cur is None:
-            cur = self._files[file] = [0, 0, None]
+            cur = self._files[file] = _FileCursor()
         self._memo = None
-        if offset != cur[0]:
-            raise ValueError(f"{file}: feed at offset {offset}, but {cur[0]} bytes were consumed")
+        if offset != cur.offset:
+            raise ValueError(f"{file}: feed at offset {offset}, but {cur.offset} bytes were consumed")
         path_session, path_agent = session_of_path(file)
         end = complete_end(data)
-        latest = cur[2]
-        lineno = cur[1] + data.count(b"\n", 0, end)  # after the chunk
+        latest = cur.latest
+        lineno = cur.lines + data.count(b"\n", 0, end)  # after the chunk
         named: set[str] = set()  # the sessions this chunk's lines belong to
-        for n, obj in json_objects(data, end, cur[1], lambda n, why: self._problem(file, n, why)):
+        for n, obj in json_objects(data, end, cur.lines, lambda n, why: self._problem(file, n, why)):
             kind = obj.get("type")
             if kind is None and isinstance(obj.get("message"), dict):
                 # an untyped message line: a response when it holds one, else nothing to count
@@ -297,7 +212,7 @@ class ClaudeUsage:
             self._session_files.setdefault(sid, set()).add(file)
         if end < len(data):
             self._problem(file, lineno + 1, TORN)
-        cur[0], cur[1], cur[2] = offset + end, lineno, latest
+        cur.offset, cur.lines, cur.latest = offset + end, lineno, latest
         return offset + end
 
     def _assistant(self, obj: dict[str, Any], ts: str | None, file: str, lineno: int,
@@ -358,20 +273,20 @@ class ClaudeUsage:
         """What the session's lines say about it: first/last time, cwd, branch, client."""
         m = self._sessions.get(sid)
         if m is None:
-            m = self._sessions[sid] = [None, None, None, None, None, None, {}]
+            m = self._sessions[sid] = _SessionLines()
         if ts is not None:
-            if m[0] is None or ts < m[0]:
-                m[0] = ts
-            if m[1] is None or ts > m[1]:
-                m[1] = ts
-        if m[2] is None and type(obj.get("cwd")) is str:
-            m[2] = obj["cwd"]
-        if m[3] is None and type(obj.get("gitBranch")) is str and obj["gitBranch"]:
-            m[3] = obj["gitBranch"]
-        if m[4] is None and type(obj.get("version")) is str:
-            m[4] = obj["version"]
-        if m[5] is None and type(obj.get("entrypoint")) is str:
-            m[5] = obj["entrypoint"]
+            if m.started is None or ts < m.started:
+                m.started = ts
+            if m.ended is None or ts > m.ended:
+                m.ended = ts
+        if m.cwd is None and type(obj.get("cwd")) is str:
+            m.cwd = obj["cwd"]
+        if m.git_branch is None and type(obj.get("gitBranch")) is str and obj["gitBranch"]:
+            m.git_branch = obj["gitBranch"]
+        if m.version is None and type(obj.get("version")) is str:
+            m.version = obj["version"]
+        if m.entrypoint is None and type(obj.get("entrypoint")) is str:
+            m.entrypoint = obj["entrypoint"]
 
     def _tools(self, sid: str, content: list[Any]) -> None:
         """Tool uses by name, each `tool_use` block id counted once (blocks are copied into
@@ -384,8 +299,8 @@ class ClaudeUsage:
                 self._tool_ids.add(tid)
                 m = self._sessions.get(sid)
                 if m is None:
-                    m = self._sessions[sid] = [None, None, None, None, None, None, {}]
-                m[6][name] = m[6].get(name, 0) + 1
+                    m = self._sessions[sid] = _SessionLines()
+                m.tools[name] = m.tools.get(name, 0) + 1
 
     def _cost_state(self, obj: dict[str, Any], time: str | None, file: str, lineno: int,
                     path_session: str | None) -> None:
@@ -420,7 +335,7 @@ class ClaudeUsage:
             return None
         c = self._chains.get(sid)
         if c is None:
-            c = self._chains[sid] = {"m": {}, "t": {}, "u": [], "p": [], "c": []}
+            c = self._chains[sid] = new_chain()
         return c
 
     def responses(self) -> Iterator[Response]:
@@ -431,8 +346,8 @@ class ClaudeUsage:
         """(responses, cost deltas), computed once per fed state (feed() forgets them)."""
         if self._memo is None:
             logged = list(self._logged())
-            every = logged + list(self._unlogged(logged))
-            self._memo = (every, self._deltas(every))
+            every = logged + list(unlogged(self._chains, logged))
+            self._memo = (every, chain_deltas(self._chains, every))
         return self._memo
 
     def _logged(self) -> Iterator[Response]:
@@ -453,8 +368,7 @@ class ClaudeUsage:
         """What each session's own lines said about it (by session id). A fork's file starts
         with copies of its parent's lines (their old timestamps; only the assistant copies are
         marked): a fork starts at its first own response, when it has one."""
-        out = {sid: SessionInfo(sid, *m[:6], dict(m[6]), tuple(sorted(self._session_files.get(sid, ()))))
-               for sid, m in self._sessions.items()}
+        out = {sid: m.info(sid, tuple(sorted(self._session_files.get(sid, ())))) for sid, m in self._sessions.items()}
         forks = {sid for sid, c in self._chains.items() if c["p"] and sid in out}
         if forks:
             first: dict[str, str] = {}
@@ -469,150 +383,8 @@ class ClaudeUsage:
                                            info.entrypoint, info.tools, info.files)
         return out
 
-    # ---- cumulative cost-state levels ----------------------------------------------------
-    def _levels(self, sid: str, model: str) -> list[tuple[float, str | None, list[int | None] | None, str, int]]:
-        """A chain's levels of one model, ascending: (cost, time reached, tokens, file, line); the
-        time is the earliest observation of that level or any higher one."""
-        lv = self._chains[sid]["m"].get(model, {})
-        pts = sorted(((float(k.partition("|")[0]), *v) for k, v in lv.items()),
-                     key=lambda p: (p[0], sum(x or 0 for x in p[2] or ())))
-        out: list[Any] = []
-        best: str | None = None
-        for cost, t, tok, file, line in reversed(pts):
-            if t is not None and (best is None or t < best):
-                best = t
-            out.append((cost, best, tok, file, line))
-        out.reverse()
-        return out
-
-    def _base(self, sid: str) -> dict[str, tuple[float, list[int | None] | None]]:
-        """Where a fork's cumulative levels start, per model: its parent's level (cost, tokens)
-        at the fork's first `cost-state` (the highest parent level observed by then). A session
-        that is no fork, or whose parent's lines were not fed, starts at 0."""
-        chain = self._chains[sid]
-        parent = self._parent(sid)
-        if parent is None:
-            return {}
-        times = [v[0] for lv in chain["m"].values() for v in lv.values() if v[0] is not None]
-        if not times:
-            return {}
-        at = min(times)
-        out: dict[str, tuple[float, list[int | None] | None]] = {}
-        for model in self._chains[parent]["m"]:
-            below = [(c, tok) for c, t, tok, _, _ in self._levels(parent, model) if t is not None and t <= at]
-            if below:
-                out[model] = below[-1]
-        return out
-
-    def _parent(self, sid: str) -> str | None:
-        """The session a fork was forked from. Its file's copies name the session each line was
-        first written in (a fork of a fork copies its grandparent's lines with the grandparent's
-        id, capture `fork_chain`): the parent is the deepest of them (the one forked from the
-        others)."""
-        cands = [p for p in self._chains[sid]["p"] if p != sid and p in self._chains]
-        if not cands:
-            return None
-
-        def depth(x: str, seen: frozenset[str]) -> int:
-            ps = [p for p in self._chains[x]["p"] if p in self._chains and p not in seen]
-            return 1 + max((depth(p, seen | {p}) for p in ps), default=0)
-
-        return max(cands, key=lambda x: (depth(x, frozenset({sid, x})), cands.index(x)))
-
-    def _unlogged(self, logged: list[Response]) -> Iterator[Response]:
-        """Usage that only a `cost-state` shows: what a level's per-model cumulative tokens
-        (`modelUsage`, a fork's counted from its parent's level) hold beyond the chain's own
-        responses up to that level (the `/compact` calls, which no assistant line shows). Each
-        such excess is one response, at the chain's latest compaction before the level (else
-        the level's time)."""
-        own: dict[tuple[str | None, str | None], list[Response]] = {}
-        for r in logged:
-            own.setdefault((r.session_id, r.model), []).append(r)
-        for sid in sorted(self._chains):
-            chain = self._chains[sid]
-            base = self._base(sid)
-            for model in sorted(chain["m"]):
-                if model in chain["u"]:
-                    continue  # (a model whose cost the client does not know: its tokens are its own)
-                bt = base.get(model, (0.0, None))[1] or [0] * len(LEVEL_TOKENS)
-                rs = sorted((r for r in own.get((sid, model), []) if r.time is not None),
-                            key=lambda r: r.time)  # type: ignore[arg-type, return-value]
-                seen: list[int | None] = [0] * len(LEVEL_TOKENS)  # the responses' sums up to the level
-                j = 0
-                done = [0] * len(LEVEL_TOKENS)
-                prev_t: str | None = None
-                for k, (_, t, tok, file, line) in enumerate(self._levels(sid, model)):
-                    if tok is None or t is None:
-                        continue
-                    while j < len(rs) and rs[j].time <= t:  # type: ignore[operator]
-                        c = rs[j].counters
-                        for i, name in enumerate(LEVEL_TOKENS):
-                            v, x = c[name], seen[i]
-                            seen[i] = None if v is None or x is None else x + v
-                        j += 1
-                    extra: list[int | None] = []
-                    for i in range(len(LEVEL_TOKENS)):
-                        x, b, sn = tok[i], bt[i] if i < len(bt) else 0, seen[i]
-                        extra.append(None if x is None or b is None or sn is None else max(0, x - b - sn - done[i]))
-                    if any(extra[:4]):
-                        for i, v in enumerate(extra):
-                            if v is not None:
-                                done[i] += v
-                        w, m5, h1 = extra[2], extra[4], extra[5]
-                        split = w is not None and m5 is not None and h1 is not None and m5 + h1 == w
-                        counters = {"input_tokens": extra[0], "cache_read_tokens": extra[1], "cache_write_tokens": w,
-                                    "cache_write_5m_tokens": m5 if split else None,
-                                    "cache_write_1h_tokens": h1 if split else None,
-                                    "output_tokens": extra[3], "reasoning_tokens": None}
-                        when = max((c for c in chain["c"] if c <= t and (prev_t is None or c > prev_t)), default=t)
-                        yield Response(f"cost-state:{sid}:{model}:{k}", None, model, when, sid, None, False,
-                                       counters, None, file, line)
-                    prev_t = t
-
     def cost_deltas(self) -> list[CostDelta]:
         return list(self._results()[1])
-
-    def _deltas(self, responses: list[Response]) -> list[CostDelta]:
-        """What each chain (session) added: its levels' increments (a fork's from its parent's
-        level), each split over the chain's responses of that model since the level below, in
-        proportion to their list-price weight (`_weight`), so a level is charged on the days its
-        responses happened; an increment no response explains is charged at the level's time."""
-        out: list[CostDelta] = []
-        own: dict[tuple[str | None, str | None], list[Response]] = {}
-        for r in responses:
-            own.setdefault((r.session_id, r.model), []).append(r)
-        for rs in own.values():
-            rs.sort(key=lambda r: (r.time is None, r.time or ""))
-        for sid, chain in sorted(self._chains.items()):
-            base = self._base(sid)
-            if chain["m"]:
-                for model in sorted(chain["m"]):
-                    unknown = model in chain["u"]
-                    prev: float | None = base[model][0] if model in base else None
-                    prev_t: str | None = None
-                    rs = [r for r in own.get((sid, model), []) if r.time is not None]
-                    times = [r.time for r in rs]
-                    for v, t, _, _, _ in self._levels(sid, model):
-                        if prev is None or v > prev:
-                            # the first level is charged even at 0.0: a measured zero is not unknown
-                            d = v - (prev or 0.0)
-                            covered = rs[0 if prev_t is None else bisect_right(times, prev_t):
-                                         len(rs) if t is None else bisect_right(times, t)]
-                            out.extend(_split(sid, model, t, d, covered, unknown))
-                            prev = v
-                        if t is not None:
-                            prev_t = t
-            else:
-                parent = self._parent(sid)
-                pb = self._chains[parent]["t"] if parent is not None else {}
-                start = None
-                if pb and chain["t"]:
-                    at = min((t for t in chain["t"].values() if t is not None), default=None)
-                    below = [(t, d) for t, d in _increments(pb) if at is not None and t is not None and t <= at]
-                    start = sum(d for _, d in below) if below else None
-                for t, d in _increments(chain["t"], start):
-                    out.append(CostDelta(sid, None, t, d))
-        return out
 
     def totals(self, by: Iterable[str] = ("day", "model")) -> dict[tuple, dict[str, Any]]:
         """Sums grouped by any of `day`, `model`, `session`: each counter (None when no
@@ -646,103 +418,3 @@ class ClaudeUsage:
                 r = row(key(d.day, d.model, d.session_id))
                 r["cost_usd"] = (r["cost_usd"] or 0.0) + d.cost_usd
         return out
-
-
-def _observe(levels: dict[str, Any], value: float, time: str | None) -> None:
-    k = repr(value)  # repr round-trips a float exactly, and is a JSON key
-    old = levels.get(k, False)
-    if old is False or (time is not None and (old is None or time < old)):
-        levels[k] = time
-
-
-def _increments(levels: dict[str, Any], start: float | None = None) -> list[tuple[str | None, float]]:
-    """Each cumulative level's increment over the level below, charged at the earliest time any
-    observation reached it (so copies and feed order change nothing)."""
-    pts = sorted(((float(k), t) for k, t in levels.items()), key=lambda p: -p[0])
-    reached: list[tuple[float, str | None]] = []
-    best: str | None = None
-    for v, t in pts:
-        if t is not None and (best is None or t < best):
-            best = t
-        reached.append((v, best))
-    reached.reverse()
-    out: list[tuple[str | None, float]] = []
-    prev: float | None = start
-    for v, t in reached:
-        if prev is None or v > prev:
-            # the first level is charged even at 0.0: a measured zero is not unknown
-            out.append((t, v - (prev or 0.0)))
-        prev = v
-    return out
-
-
-# modelUsage's cumulative counters, in the order kept per level (the last two: the 5m/1h split)
-LEVEL_TOKENS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
-                "cache_write_5m_tokens", "cache_write_1h_tokens")
-_MODEL_USAGE = ("inputTokens", "cacheReadInputTokens", "cacheCreationInputTokens", "outputTokens",
-                "cacheCreationEphemeral5mInputTokens", "cacheCreationEphemeral1hInputTokens")
-# Anthropic's list prices per token type relative to input (every Claude model: input 1, output 5,
-# cache read 0.1, cache write 5m 1.25, 1h 2), times 20 to stay whole: a level's increment is split
-# over its responses in these proportions (exact when the client prices at list, as it says)
-_WEIGHTS20 = {"input_tokens": 20, "output_tokens": 100, "cache_read_tokens": 2,
-              "cache_write_5m_tokens": 25, "cache_write_1h_tokens": 40}
-
-
-def _untyped_response(obj: dict[str, Any]) -> bool:
-    """A line without `type` that holds a response (`message.id` and `message.usage`, the role
-    assistant or unsaid): counted as an assistant line (the shape of ccusage's test data; a
-    log of such lines would otherwise count nothing)."""
-    m = obj.get("message")
-    return (isinstance(m, dict) and type(m.get("id")) is str and isinstance(m.get("usage"), dict)
-            and m.get("role", "assistant") == "assistant")
-
-
-def _copied_from(obj: dict[str, Any], session: str | None) -> str | None:
-    """The session a copied line belongs to (`requestSessionId` other than its `sessionId`)."""
-    p = obj.get("requestSessionId")
-    return p if type(p) is str and p and p != session else None
-
-
-def _copy_chain(v: dict[str, Any]) -> dict[str, Any]:
-    return {"m": {m: {k: list(x) for k, x in lv.items()} for m, lv in v["m"].items()}, "t": dict(v["t"]),
-            "u": list(v["u"]), "p": list(v.get("p") or ()), "c": list(v.get("c", ()))}
-
-
-def _level_tokens(u: dict[str, Any]) -> list[int | None] | None:
-    tok = [_count(u.get(k)) for k in _MODEL_USAGE]
-    return tok if any(x is not None for x in tok[:4]) else None
-
-
-def _observe_level(levels: dict[str, Any], cost: float, tokens: list[int | None] | None, time: str | None,
-                   file: str, line: int) -> None:
-    k = repr(cost) if tokens is None else repr(cost) + "|" + ",".join("-" if x is None else str(x) for x in tokens)
-    old = levels.get(k)
-    if old is None:
-        levels[k] = [time, tokens, file, line]
-    elif time is not None and (old[0] is None or time < old[0]):
-        old[0] = time
-
-
-def _weight(r: Response) -> int:
-    c = r.counters
-    w = 0
-    for k in ("input_tokens", "output_tokens", "cache_read_tokens"):
-        w += (c[k] or 0) * _WEIGHTS20[k]
-    if c["cache_write_5m_tokens"] is not None and c["cache_write_1h_tokens"] is not None:
-        w += c["cache_write_5m_tokens"] * 25 + c["cache_write_1h_tokens"] * 40
-    else:
-        w += (c["cache_write_tokens"] or 0) * 25
-    return w
-
-
-def _split(sid: str, model: str, t: str | None, d: float, covered: list[Response], unknown: bool) -> list[CostDelta]:
-    if unknown:
-        return [CostDelta(sid, model, t, None)]
-    weights = [_weight(r) for r in covered]
-    total = sum(weights)
-    if not covered or total <= 0:
-        return [CostDelta(sid, model, t, d)]
-    out = [CostDelta(sid, model, r.time, d * w / total) for r, w in zip(covered, weights)]
-    # (the shares add up to the increment exactly: the last takes what rounding left)
-    out[-1] = CostDelta(sid, model, covered[-1].time, d - sum(x.cost_usd or 0.0 for x in out[:-1]))
-    return out

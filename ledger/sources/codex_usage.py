@@ -113,23 +113,23 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import orjson
 
 from ledger.records.timefmt import utc_text
-from ledger.records.verdict import MCP_PREFIX, TOOL_STATUSES, tool_status
-from ledger.sources.jsonlines import TORN, complete_end, json_objects
+from ledger.records.verdict import TOOL_STATUSES
+from ledger.sources.codex_levels import (_L_FILE, _L_LINE, _L_MODEL, _L_ORD, _L_PREDS, _L_RESP, _L_SESSION,
+                                         _L_START, _L_TS, _R_FILE, _R_LINE, _R_START, _R_TS, _le, _level, _level_key,
+                                         PagedFork, _str, level_deltas)
+from ledger.sources.codex_results import Delta, Session
+from ledger.sources.codex_tools import CALL_NAMES, NAMED_CALLS, _EVENT_RESULTS, _WORSE, _output_status, event_result
+from ledger.sources.jsonlines import TORN, Problem, complete_end, json_objects
 
 STATE_VERSION = 5  # 2: tool calls; 3: tool results, a level's thread start; 4: calls by response id, tiers; 5: a copy's restart read again (seed 2525)
 
-# Raw cumulative fields, in the order a level stores them.
-RAW_FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens",
-              "reasoning_output_tokens")
 PUBLIC_COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
                    "reasoning_tokens")
-_IN, _CACHED, _WRITE, _OUT, _REASON = range(5)
 
 # Envelope kinds Codex writes; anything else is reported. Legacy pre-envelope rollouts hold
 # bare ResponseItems, whose kinds are known too (they carry no usage).
@@ -142,194 +142,37 @@ LEGACY_ITEM_TYPES = frozenset({
     "custom_tool_call_output", "local_shell_call", "web_search_call", "tool_search_call",
     "tool_search_output", "image_generation_call", "ghost_snapshot", "compaction", "other",
 })
-# response_item payload types that are tool calls: counted under their own `name`, or a fixed one
-NAMED_CALLS = frozenset({"function_call", "custom_tool_call"})
-CALL_NAMES = {"local_shell_call": "local_shell", "web_search_call": "web_search",
-              "tool_search_call": "tool_search", "image_generation_call": "image_generation"}
-# an item_completed item's type (lower case, no `_`) -> the name of its status field's values
-RESULT_ITEMS = frozenset({"commandexecution", "filechange", "mcptoolcall", "dynamictoolcall", "imagegeneration"})
-_STATUS = {"completed": "ok", "failed": "error", "declined": "error"}  # (in progress: no result yet)
-_WORSE = {"ok": 0, "semantic-error": 1, "error": 2}  # results that disagree: the worse stands
 # the thread uuid ends a rollout's name; an archive generation adds `.genN` (`.genN.M`)
 _UUID_TAIL = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:\.gen\d+(?:\.\d+)?)?\.jsonl$")
 
-# Per-file cursor layout: [offset, lines consumed, own thread, chain, previous level key, model,
-# own thread's start (its session_meta's time), service tier]
-_F_OFF, _F_LINE, _F_OWN, _F_CHAIN, _F_PREV, _F_MODEL, _F_START, _F_TIER = range(8)
-# Level entry layout: [time, model, session, file, line, the file's thread start,
-# [predecessor level keys ("" = zero)], the response id of the call that reached it (charged by
-# that call's record, not as a delta) or None, service tier, its line's ordinal (0.169 writes
-# one on each line; else the line's index in its file)]
-_L_TS, _L_MODEL, _L_SESSION, _L_FILE, _L_LINE, _L_START, _L_PREDS, _L_RESP, _L_TIER, _L_ORD = range(10)
-# Call (token_usage_record) entry layout: [time, model, session, file, line, the file's thread
-# start, its usage's level key, service tier, its chain]
-_R_TS, _R_MODEL, _R_SESSION, _R_FILE, _R_LINE, _R_START, _R_USAGE, _R_TIER, _R_CHAIN = range(9)
-# Paginated fork entry (per fork chain): [parent thread, forked_from_ordinal_exclusive, the
-# level below its first call as its first record states it (thread total - usage) or None]
-_K_PARENT, _K_ORDINAL, _K_BASE = range(3)
 # Tool call entry layout (its earliest copy): [time, session, file, line, tool name, the file's thread start]
 _C_TS, _C_SESSION, _C_FILE, _C_LINE, _C_NAME, _C_START = range(6)
 
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class Delta:
-    """One cumulative level of a chain, charged once: the usage it added."""
-
-    chain: str
-    model: str | None
-    time: str | None            # first appearance, canonical UTC
-    session_id: str | None      # the thread whose file holds the earliest copy
-    counters: dict[str, int | None]
-    restart: bool               # charged whole: the total went down before it
-    file: str
-    line: int
-    service_tier: str | None = None   # `priority`, `flex`, ... (None: the default tier)
-    response_id: str | None = None    # the call's own record (0.169), else a delta of totals
-
-    @property
-    def day(self) -> str | None:
-        return self.time[:10] if self.time else None
-
-
-@dataclass(frozen=True)
-class Session:
-    """What a rollout's own `session_meta` says about its thread (for session rows)."""
-
-    session_id: str
-    forked_from_id: str | None
-    cwd: str | None
-    originator: str | None      # codex_exec for `codex exec`, codex_cli_rs for the TUI
-    source: str | None          # "cli", "exec", ...
-    cli_version: str | None
-    git_branch: str | None
-    git_repository_url: str | None
-    started: str | None
-    ended: str | None
-    files: tuple[str, ...]
-    tools: dict[str, int] = field(default_factory=dict)  # tool name -> calls attributed to the thread
-    # tool name -> [ok, error, semantic-error] results of those calls (the rest: unknown)
-    tool_results: dict[str, list[int]] = field(default_factory=dict)
-
-
-def _count(v: Any) -> int | None:
-    if type(v) is int:
-        return v if v >= 0 else None
-    if type(v) is float and v.is_integer() and v >= 0:
-        return int(v)
-    return None
-
-
 _utc = utc_text  # (ledger.records.timefmt: the one rule for a log line's timestamp)
-
-
-def _str(v: Any) -> str | None:
-    return v if type(v) is str and v else None
-
-
-def _level_key(u: dict[str, Any]) -> str | None:
-    """A cumulative usage object -> its level key ("i,c,w,o,r", "" for an absent counter);
-    None when it holds no counter at all."""
-    vals = [_count(u.get(f)) for f in RAW_FIELDS]
-    if all(v is None for v in vals):
-        return None
-    return ",".join("" if v is None else str(v) for v in vals)
-
-
-def _level(key: str) -> list[int | None]:
-    return [int(x) if x else None for x in key.split(",")] if key else [None] * 5
-
-
-def _counters(d: list[int | None]) -> dict[str, int | None]:
-    """Raw usage (OpenAI's: input includes cached input and cache writes) in ledger's shape."""
-    inp = d[_IN]
-    if inp is not None:
-        inp -= (d[_CACHED] or 0) + (d[_WRITE] or 0)
-        if inp < 0:
-            inp = None  # the client's own counters disagree: unknown, not negative
-    return {"input_tokens": inp, "cache_read_tokens": d[_CACHED], "cache_write_tokens": d[_WRITE],
-            "output_tokens": d[_OUT], "reasoning_tokens": d[_REASON]}
-
-
-def _le(a: list[int | None], b: list[int | None]) -> bool:
-    """a <= b on every counter (an absent counter counts as 0)."""
-    return all((x or 0) <= (y or 0) for x, y in zip(a, b))
-
-
-_EVENT_RESULTS = frozenset({"item_completed", "patch_apply_end", "exec_command_end", "mcp_tool_call_end"})
-
-
-def _word(v: Any) -> str | None:
-    """A status value as one lower-case word (`inProgress`, `in_progress` -> `inprogress`)."""
-    return v.lower().replace("_", "") if type(v) is str else None
-
-
-def _item_status(itype: str, item: dict[str, Any]) -> str | None:
-    status = _STATUS.get(_word(item.get("status")))
-    if itype == "mcptoolcall" and status == "ok":
-        return _mcp_status(item.get("server"), item.get("tool"), item.get("result"))
-    if status is None and itype == "commandexecution" and type(item.get("exit_code", item.get("exitCode"))) is int:
-        return "ok" if item.get("exit_code", item.get("exitCode")) == 0 else "error"
-    if status is None and itype == "dynamictoolcall" and type(item.get("success")) is bool:
-        return "ok" if item["success"] else "error"
-    return status
-
-
-def _mcp_status(server: Any, tool: Any, result: Any) -> str:
-    """A completed MCP call: error when its result says `isError`, semantic-error when its
-    content is an error envelope (ledger.records.verdict), else ok."""
-    if not isinstance(result, dict):
-        return "ok"
-    is_error = result.get("isError", result.get("is_error")) is True
-    name = f"{MCP_PREFIX}{server}__{tool}" if type(server) is str and type(tool) is str else MCP_PREFIX
-    return tool_status(name, is_error, result.get("content"))
-
-
-def _mcp_end_status(p: dict[str, Any]) -> str | None:
-    """`mcp_tool_call_end`: `result` is Rust's `Result` (`{"Ok": CallToolResult}` / `{"Err": text}`)."""
-    result = p.get("result")
-    if not isinstance(result, dict):
-        return None
-    if "Err" in result:
-        return "error"
-    inv = p.get("invocation") if isinstance(p.get("invocation"), dict) else {}
-    if isinstance(result.get("Ok"), dict):
-        return _mcp_status(inv.get("server"), inv.get("tool"), result["Ok"])
-    return None
-
-
-def _output_status(output: Any) -> str | None:
-    """A `function_call_output`'s output, where its shape says whether the call failed: an
-    object with a boolean `success`, or the old `shell` tool's JSON text with
-    `metadata.exit_code`. Any other text (`Process exited with code 1`) says nothing clear."""
-    if isinstance(output, dict):
-        ok = output.get("success")
-        return None if type(ok) is not bool else ("ok" if ok else "error")
-    if type(output) is not str or not output.startswith('{"output"') or not output.endswith("}"):
-        return None
-    try:
-        obj = orjson.loads(output)
-    except orjson.JSONDecodeError:
-        return None
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    code = meta.get("exit_code") if isinstance(meta, dict) else None
-    return None if type(code) is not int else ("ok" if code == 0 else "error")
 
 
 def thread_of_path(file: str) -> str:
     """The thread a rollout path names (`rollout-<time>-<uuid>.jsonl`), else the path itself."""
     m = _UUID_TAIL.search(file.replace("\\", "/"))
     return m.group(1).lower() if m else file
+
+
+class _Cursor:
+    """Where a file's reading is, and what its lines so far set; kept in the state as the list
+    [offset, lines consumed, own thread, chain, previous level key, model, own thread's start
+    (its session_meta's time), service tier]."""
+
+    __slots__ = ("offset", "lines", "own", "chain", "prev", "model", "start", "tier")
+
+    def __init__(self, offset: int = 0, lines: int = 0, own: str | None = None, chain: str = "",
+                 prev: str | None = None, model: str | None = None, start: str | None = None,
+                 tier: str | None = None) -> None:
+        self.offset, self.lines, self.own, self.chain = offset, lines, own, chain
+        self.prev, self.model, self.start, self.tier = prev, model, start, tier
+
+    def to_state(self) -> list[Any]:
+        return [self.offset, self.lines, self.own, self.chain, self.prev, self.model, self.start, self.tier]
 
 
 class CodexUsage:
@@ -340,15 +183,15 @@ class CodexUsage:
         s = state or {}
         if s and s.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported codex usage state version {s.get('v')!r}")
-        self._files: dict[str, list[Any]] = {k: list(v) for k, v in s.get("files", {}).items()}
-        # chain -> level key -> entry (layout above)
+        self._files: dict[str, _Cursor] = {k: _Cursor(*v) for k, v in s.get("files", {}).items()}
+        # chain -> level key -> entry (layout: codex_levels._L_*)
         self._chains: dict[str, dict[str, list[Any]]] = {
             c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
             for c, lv in s.get("chains", {}).items()}
-        # response id -> the call's earliest record (layout above)
+        # response id -> the call's earliest record (layout: codex_levels._R_*)
         self._responses: dict[str, list[Any]] = {k: list(e) for k, e in s.get("responses", {}).items()}
-        # paginated fork chain -> entry (layout above)
-        self._forks: dict[str, list[Any]] = {k: list(e) for k, e in s.get("forks", {}).items()}
+        # paginated fork chain -> its link to its parent
+        self._forks: dict[str, PagedFork] = {k: PagedFork(*e) for k, e in s.get("forks", {}).items()}
         # own thread id -> session summary fields (from the file's first session_meta)
         self._sessions: dict[str, dict[str, Any]] = {
             k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
@@ -363,11 +206,11 @@ class CodexUsage:
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"v": STATE_VERSION, "files": {k: list(v) for k, v in self._files.items()},
+        return {"v": STATE_VERSION, "files": {k: v.to_state() for k, v in self._files.items()},
                 "chains": {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
                            for c, lv in self._chains.items()},
                 "responses": {k: list(e) for k, e in self._responses.items()},
-                "forks": {k: list(e) for k, e in self._forks.items()},
+                "forks": {k: e.to_state() for k, e in self._forks.items()},
                 "sessions": {k: {**v, "files": list(v["files"])} for k, v in self._sessions.items()},
                 "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
                 "results": {c: dict(r) for c, r in self._results.items()},
@@ -376,7 +219,7 @@ class CodexUsage:
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""
         f = self._files.get(file)
-        return f[_F_OFF] if f else 0
+        return f.offset if f else 0
 
     # ---- feeding -----------------------------------------------------------------------
     def _problem(self, file: str, line: int, reason: str) -> None:
@@ -390,19 +233,19 @@ class CodexUsage:
         cur = self._files.get(file)
         if cur is None:
             # before any session_meta: the shared chain "" (see the module's rules)
-            cur = self._files[file] = [0, 0, None, "", None, None, None, None]
-        if offset != cur[_F_OFF]:
-            raise ValueError(f"{file}: feed at offset {offset}, but {cur[_F_OFF]} bytes were consumed")
+            cur = self._files[file] = _Cursor()
+        if offset != cur.offset:
+            raise ValueError(f"{file}: feed at offset {offset}, but {cur.offset} bytes were consumed")
         end = complete_end(data)
-        lineno = cur[_F_LINE] + data.count(b"\n", 0, end)  # after the chunk
-        for n, obj in json_objects(data, end, cur[_F_LINE], lambda n, why: self._problem(file, n, why)):
+        lineno = cur.lines + data.count(b"\n", 0, end)  # after the chunk
+        for n, obj in json_objects(data, end, cur.lines, lambda n, why: self._problem(file, n, why)):
             self._line(obj, cur, file, n)
         if end < len(data):
             self._problem(file, lineno + 1, TORN)
-        cur[_F_OFF], cur[_F_LINE] = offset + end, lineno
+        cur.offset, cur.lines = offset + end, lineno
         return offset + end
 
-    def _line(self, obj: dict[str, Any], cur: list[Any], file: str, lineno: int) -> None:
+    def _line(self, obj: dict[str, Any], cur: _Cursor, file: str, lineno: int) -> None:
         kind = obj.get("type")
         payload = obj.get("payload")
         if kind not in KNOWN_TYPES:
@@ -419,7 +262,7 @@ class CodexUsage:
         if kind == "session_meta":
             self._session_meta(payload, ts, cur, file, lineno)
         elif kind == "turn_context":
-            cur[_F_MODEL] = _str(payload.get("model")) or cur[_F_MODEL]
+            cur.model = _str(payload.get("model")) or cur.model
         elif kind == "token_usage_record":
             self._record(payload, ts, cur, file, lineno)
         elif kind == "event_msg":
@@ -430,18 +273,20 @@ class CodexUsage:
                 settings = payload.get("thread_settings")
                 if isinstance(settings, dict) and "service_tier" in settings:
                     tier = _str(settings.get("service_tier"))
-                    cur[_F_TIER] = None if tier == "default" else tier
+                    cur.tier = None if tier == "default" else tier
             elif ptype in _EVENT_RESULTS:
-                self._event_result(ptype, payload, cur)
+                result = event_result(ptype, payload)
+                if result is not None:
+                    self._result(*result, cur)
         elif kind == "response_item":
             self._call(payload, ts, cur, file, lineno)
-        own = cur[_F_OWN]
+        own = cur.own
         if own is not None and ts is not None:
             s = self._sessions[own]
             if s["ended"] is None or ts > s["ended"]:
                 s["ended"] = ts
 
-    def _session_meta(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _session_meta(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         sid = _str(p.get("id"))
         if sid is None:
             self._problem(file, lineno, "session_meta without an id")
@@ -449,23 +294,23 @@ class CodexUsage:
         parent = _str(p.get("forked_from_id"))
         # a 0.169 fork (`history_mode: paginated`, `history_base`): it copies none of its parent's
         # lines; its totals go on from the parent's at the fork point: its own chain, whose zero
-        # is the parent's level at the fork point (deltas: _fork_bases)
-        paged = parent is not None and cur[_F_OWN] is None and (
+        # is the parent's level at the fork point (codex_levels.fork_bases)
+        paged = parent is not None and cur.own is None and (
             p.get("history_mode") == "paginated" or isinstance(p.get("history_base"), dict)
             or "forked_from_ordinal_exclusive" in p)
         # the chain the following lines continue: a copied ancestor's meta overrides this
         chain = sid if paged else (parent or sid)
-        if chain != cur[_F_CHAIN]:
-            cur[_F_CHAIN], cur[_F_PREV] = chain, None  # the previous level was another chain's
-        if cur[_F_OWN] is not None:
+        if chain != cur.chain:
+            cur.chain, cur.prev = chain, None  # the previous level was another chain's
+        if cur.own is not None:
             return  # a copied parent meta (or a repeat): the file's own thread stays the first one
         if paged and sid not in self._forks:
             n = p.get("forked_from_ordinal_exclusive")
             hb = p.get("history_base") if isinstance(p.get("history_base"), dict) else {}
             n = n if type(n) is int else hb.get("end_ordinal_exclusive")
-            self._forks[sid] = [parent, n if type(n) is int else None, None]
-        cur[_F_OWN] = sid
-        cur[_F_START] = _utc(p.get("timestamp")) or ts
+            self._forks[sid] = PagedFork(parent, n if type(n) is int else None, None)
+        cur.own = sid
+        cur.start = _utc(p.get("timestamp")) or ts
         git = p.get("git") if isinstance(p.get("git"), dict) else {}
         s = self._sessions.get(sid)
         if s is None:
@@ -481,7 +326,7 @@ class CodexUsage:
         if t is not None and (s["started"] is None or t < s["started"]):
             s["started"] = t
 
-    def _token_count(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _token_count(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         info = p.get("info")
         if info is None:
             return  # the turn-start event: rate limits only
@@ -490,20 +335,20 @@ class CodexUsage:
         if key is None:
             self._problem(file, lineno, "token_count without a cumulative total_token_usage: not counted")
             return
-        self._level(key, _str(info.get("model")) or cur[_F_MODEL], ts, cur, file, lineno, None)
+        self._level(key, _str(info.get("model")) or cur.model, ts, cur, file, lineno, None)
 
-    def _level(self, key: str, model: str | None, ts: str | None, cur: list[Any], file: str, lineno: int,
+    def _level(self, key: str, model: str | None, ts: str | None, cur: _Cursor, file: str, lineno: int,
                response_id: str | None) -> None:
         """A cumulative total seen (a token_count's, or a call record's thread total)."""
-        session = cur[_F_OWN] or thread_of_path(file)
-        levels = self._chains.setdefault(cur[_F_CHAIN], {})
-        prev = cur[_F_PREV]
+        session = cur.own or thread_of_path(file)
+        levels = self._chains.setdefault(cur.chain, {})
+        prev = cur.prev
         e = levels.get(key)
-        start = cur[_F_START]
+        start = cur.start
         if e is None:
-            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur[_F_TIER],
+            levels[key] = [ts, model, session, file, lineno, start, [prev or ""], response_id, cur.tier,
                            self._ordinal]
-            cur[_F_PREV] = key
+            cur.prev = key
             return
         if response_id is not None:
             e[_L_RESP] = response_id
@@ -516,7 +361,7 @@ class CodexUsage:
         else:
             if (prev or "") not in e[_L_PREDS]:
                 e[_L_PREDS].append(prev or "")
-            cur[_F_PREV] = key
+            cur.prev = key
         # the earliest copy; a tie (a fork that kept the original times): the thread that started
         # first (a path order would give the parent's usage to a fork under archived_sessions/)
         new_rank = (ts is None, ts or "", start is None, start or "", file, lineno)
@@ -529,7 +374,7 @@ class CodexUsage:
         elif e[_L_MODEL] is None:
             e[_L_MODEL] = model
 
-    def _record(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _record(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         """A `token_usage_record` (0.169: one per API call): the call's own `usage`, keyed by its
         `response_id` (counted once wherever it is copied), and `thread_token_usage`, the
         cumulative total after it (a level, so the token_count repeating it adds nothing)."""
@@ -542,21 +387,21 @@ class CodexUsage:
             return
         thread = p.get("thread_token_usage")
         tkey = _level_key(thread) if isinstance(thread, dict) else None
-        start = cur[_F_START]
+        start = cur.start
         e = self._responses.get(rid)
         if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
                 e[_R_TS] is None, e[_R_TS] or "", e[_R_START] is None, e[_R_START] or "", e[_R_FILE], e[_R_LINE]):
-            self._responses[rid] = [ts, cur[_F_MODEL], cur[_F_OWN] or thread_of_path(file), file, lineno, start,
-                                    ukey, cur[_F_TIER], cur[_F_CHAIN]]
-        fork = self._forks.get(cur[_F_CHAIN])
-        if fork is not None and fork[_K_BASE] is None and tkey is not None:
+            self._responses[rid] = [ts, cur.model, cur.own or thread_of_path(file), file, lineno, start,
+                                    ukey, cur.tier, cur.chain]
+        fork = self._forks.get(cur.chain)
+        if fork is not None and fork.base is None and tkey is not None:
             below = [None if t is None else t - (u or 0) for t, u in zip(_level(tkey), _level(ukey))]
             if all(v is None or v >= 0 for v in below):
-                fork[_K_BASE] = ",".join("" if v is None else str(v) for v in below)
+                fork.base = ",".join("" if v is None else str(v) for v in below)
         if tkey is not None:
-            self._level(tkey, cur[_F_MODEL], ts, cur, file, lineno, rid)
+            self._level(tkey, cur.model, ts, cur, file, lineno, rid)
 
-    def _call(self, p: dict[str, Any], ts: str | None, cur: list[Any], file: str, lineno: int) -> None:
+    def _call(self, p: dict[str, Any], ts: str | None, cur: _Cursor, file: str, lineno: int) -> None:
         kind = p.get("type")
         if type(kind) is not str:
             return  # (not a call: a list or object here is not even hashable)
@@ -574,97 +419,26 @@ class CodexUsage:
         cid = _str(p.get("call_id")) or _str(p.get("id"))
         # without an id: the payload (a fork's copy has the same payload, not the same timestamp)
         key = f"id:{cid}" if cid else "p:" + hashlib.sha256(orjson.dumps(p)).hexdigest()[:32]
-        calls = self._calls.setdefault(cur[_F_CHAIN], {})
+        calls = self._calls.setdefault(cur.chain, {})
         e = calls.get(key)
-        start = cur[_F_START]
+        start = cur.start
         # the earliest copy; a fork that kept the original times ties: the thread that existed
         # first made the call (a path order would give it to a fork under archived_sessions/)
         if e is None or (ts is None, ts or "", start is None, start or "", file, lineno) < (
                 e[_C_TS] is None, e[_C_TS] or "", e[_C_START] is None, e[_C_START] or "", e[_C_FILE], e[_C_LINE]):
-            calls[key] = [ts, cur[_F_OWN] or thread_of_path(file), file, lineno, name, start]
+            calls[key] = [ts, cur.own or thread_of_path(file), file, lineno, name, start]
 
-    def _event_result(self, ptype: str, p: dict[str, Any], cur: list[Any]) -> None:
-        if ptype == "item_completed":
-            item = p.get("item")
-            if isinstance(item, dict) and type(item.get("type")) is str:
-                itype = item["type"].lower().replace("_", "")
-                if itype in RESULT_ITEMS:
-                    self._result(item.get("id"), _item_status(itype, item), cur)
-        elif ptype == "mcp_tool_call_end":
-            self._result(p.get("call_id"), _mcp_end_status(p), cur)
-        else:  # patch_apply_end, exec_command_end
-            status = _STATUS.get(_word(p.get("status")))
-            if status is None and type(p.get("success")) is bool:
-                status = "ok" if p["success"] else "error"
-            if status is None and type(p.get("exit_code")) is int:
-                status = "ok" if p["exit_code"] == 0 else "error"
-            self._result(p.get("call_id"), status, cur)
-
-    def _result(self, cid: Any, status: str | None, cur: list[Any]) -> None:
+    def _result(self, cid: Any, status: str | None, cur: _Cursor) -> None:
         if status is None or type(cid) is not str or not cid:
             return  # no result the log states, or no call to give it to
-        res = self._results.setdefault(cur[_F_CHAIN], {})
+        res = self._results.setdefault(cur.chain, {})
         key = f"id:{cid}"
         old = res.get(key)
         if old is None or _WORSE[status] > _WORSE[old]:
             res[key] = status
 
-    # ---- results -----------------------------------------------------------------------
-    def _fork_bases(self) -> dict[str, tuple[str, str | None]]:
-        """Each paginated fork chain's zero: (the level key its totals go on from, the model of
-        that level). The parent's level at the fork point (its last level on a line whose
-        `ordinal` is below `forked_from_ordinal_exclusive`; a line without one: its index in
-        the file, from 0) when the
-        parent's rollout was read; else what the fork's first record states (its thread total
-        less its usage); else zero."""
-        if not self._forks:
-            return {}
-        own: dict[str, list[tuple[int, str, str | None]]] = {}
-        parents = {f[_K_PARENT] for f in self._forks.values()}
-        for levels in self._chains.values():
-            for key, e in levels.items():
-                if e[_L_SESSION] in parents:
-                    own.setdefault(e[_L_SESSION], []).append((e[_L_ORD], key, e[_L_MODEL]))
-        out: dict[str, tuple[str, str | None]] = {}
-        for chain, f in self._forks.items():
-            below = [x for x in own.get(f[_K_PARENT], ()) if f[_K_ORDINAL] is None or x[0] < f[_K_ORDINAL]]
-            if below:
-                _line, key, model = max(below)
-                out[chain] = (key, model)
-            elif f[_K_BASE] is not None:
-                out[chain] = (f[_K_BASE], None)
-        return out
-
     def deltas(self) -> Iterator[Delta]:
-        bases = self._fork_bases()
-        for rid, r in self._responses.items():
-            model = r[_R_MODEL]
-            if model is None and r[_R_CHAIN] in bases:
-                # a fork's call before its first turn_context (the compaction a fork on another
-                # model runs first): the parent's model at the fork point
-                model = bases[r[_R_CHAIN]][1]
-            yield Delta(r[_R_SESSION] or "", model, r[_R_TS], r[_R_SESSION], _counters(_level(r[_R_USAGE])), False,
-                        r[_R_FILE], r[_R_LINE], r[_R_TIER], rid)
-        for chain, levels in self._chains.items():
-            for key, e in levels.items():
-                if e[_L_RESP] is not None and e[_L_RESP] in self._responses:
-                    continue  # charged by its call's record
-                zero = bases[chain][0] if chain in bases else ""  # a paginated fork's zero: its base
-                if zero and key == zero:
-                    continue  # the parent's total, re-emitted by the fork: the parent's
-                lv = _level(key)
-                below: list[int | None] = [None] * 5
-                best = -1
-                for pk in e[_L_PREDS]:  # the nearest recorded level at or below (zero always is)
-                    pk = pk or zero
-                    pv = _level(pk)
-                    if pk != key and _le(pv, lv) and sum(x or 0 for x in pv) > best:
-                        below, best = pv, sum(x or 0 for x in pv)
-                restart = any(pk and not _le(_level(pk), lv) for pk in e[_L_PREDS]) and not any(
-                    pk and pk != key and _le(_level(pk), lv) for pk in e[_L_PREDS])
-                d = [None if v is None else v - (b or 0) for v, b in zip(lv, below)]
-                yield Delta(chain, e[_L_MODEL], e[_L_TS], e[_L_SESSION], _counters(d), restart, e[_L_FILE],
-                            e[_L_LINE], e[_L_TIER])
+        return level_deltas(self._chains, self._responses, self._forks)
 
     def tools(self) -> dict[str, dict[str, int]]:
         """Tool calls per thread (the thread whose file holds a call's earliest copy) and name,

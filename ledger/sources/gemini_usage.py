@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from ledger.records.timefmt import format_utc, parse_rfc3339
-from ledger.sources.jsonlines import TORN, complete_end, json_objects
+from ledger.sources.jsonlines import TORN, Problem, Timed, _count, complete_end, json_objects
 
 STATE_VERSION = 1
 PUBLIC_COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens",
@@ -63,17 +63,7 @@ _HAS, _MODEL, _TS, _RTS, _SESSION, _FILE, _LINE = range(6, 13)
 
 
 @dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class Response:
+class Response(Timed):
     """One API response (one `gemini` message), counted once."""
 
     message_id: str
@@ -85,10 +75,6 @@ class Response:
     file: str                   # where the winning copy is
     line: int
 
-    @property
-    def day(self) -> str | None:
-        return self.time[:10] if self.time else None
-
 
 @dataclass(frozen=True)
 class SessionInfo:
@@ -99,14 +85,6 @@ class SessionInfo:
     project_hash: str | None
     tools: dict[str, int]
     files: tuple[str, ...]
-
-
-def _count(v: Any) -> int | None:
-    if type(v) is int:
-        return v if v >= 0 else None
-    if type(v) is float and v.is_integer() and v >= 0:
-        return int(v)
-    return None
 
 
 def _utc(v: Any) -> str | None:
