@@ -65,6 +65,10 @@ class Session:
             st = self.streams[key] = Stream(model, slot)
         return st
 
+    def at(self, model: str | None, time: str | None) -> Stream:
+        """The stream of `model` in the slot of `time` (the session's start's when it has none)."""
+        return self.stream(model, _slot(time, _slot(self.started, 0)))
+
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -94,16 +98,30 @@ def _slot(text: str | None, fallback: int) -> int:
 
 # ---------------------------------------------------------------- the clients
 
-class _Claude:
+class _Client:
+    """A client's reducer as the index uses it: `label` names it in a progress line, `harness`
+    in its rows; `sessions(usage)` gives what the reducer `usage` counted, by session id."""
+
+    label = harness = provider = ""
+
+    @classmethod
+    def reducer(cls, state: dict[str, Any] | None) -> Any:
+        from ledger.sources.prefold import reducer
+
+        return reducer(cls.harness, state)
+
+
+def _session_of(out: dict[str, Session], sid: str) -> Session:
+    s = out.get(sid)
+    if s is None:
+        s = out[sid] = Session(sid)
+    return s
+
+
+class _Claude(_Client):
     label = "Claude Code"  # (how a progress line names it)
     harness = "claude"
     provider = "anthropic"
-
-    @staticmethod
-    def reducer(state: dict[str, Any] | None) -> Any:
-        from ledger.sources.prefold import reducer
-
-        return reducer("claude", state)
 
     @staticmethod
     def sessions(usage: Any) -> dict[str, Session]:
@@ -116,11 +134,7 @@ class _Claude:
             s.files.update(info.files)  # (every file holding its lines: a damaged one is its gap)
 
         def session(sid: str | None) -> Session:
-            sid = sid or "unknown"
-            s = out.get(sid)
-            if s is None:
-                s = out[sid] = Session(sid)
-            return s
+            return _session_of(out, sid or "unknown")
 
         # a chain with cost-state lines: its models' costs are the client's (per model, or
         # only the session total: then on a model-less stream), the tokens' own cost 0
@@ -134,7 +148,7 @@ class _Claude:
         for r in usage.responses():
             s = session(r.session_id)
             s.files.add(r.file)
-            st = s.stream(r.model, _slot(r.time, _slot(s.started, 0)))
+            st = s.at(r.model, r.time)
             st.add(r.counters)
             if r.cost_usd is not None:  # 2.0.x: the response's own cost
                 st.cost = (st.cost or 0.0) + r.cost_usd
@@ -143,7 +157,7 @@ class _Claude:
             if d.cost_usd is None:
                 continue
             s = session(d.session_id)
-            st = s.stream(d.model, _slot(d.time, _slot(s.started, 0)))
+            st = s.at(d.model, d.time)
             st.cost = (st.cost or 0.0) + d.cost_usd
         for s in out.values():
             models, unknown = chains.get(s.sid, (set(), set()))
@@ -156,16 +170,10 @@ class _Claude:
         return out
 
 
-class _Codex:
+class _Codex(_Client):
     label = "Codex"  # (how a progress line names it)
     harness = "codex"
     provider = "openai"
-
-    @staticmethod
-    def reducer(state: dict[str, Any] | None) -> Any:
-        from ledger.sources.prefold import reducer
-
-        return reducer("codex", state)
 
     @staticmethod
     def sessions(usage: Any) -> dict[str, Session]:
@@ -184,25 +192,16 @@ class _Codex:
             if sid not in out:
                 out[sid] = Session(sid, tools=dict(tools), tool_results=results.get(sid, {}))
         for d in usage.deltas():
-            sid = d.session_id or d.chain
-            s = out.get(sid)
-            if s is None:
-                s = out[sid] = Session(sid)
+            s = _session_of(out, d.session_id or d.chain)
             s.files.add(d.file)
-            s.stream(d.model, _slot(d.time, _slot(s.started, 0))).add(d.counters, d.service_tier)
+            s.at(d.model, d.time).add(d.counters, d.service_tier)
         return out
 
 
-class _Gemini:
+class _Gemini(_Client):
     label = "Gemini CLI"  # (how a progress line names it)
     harness = "gemini"
     provider = "google"
-
-    @staticmethod
-    def reducer(state: dict[str, Any] | None) -> Any:
-        from ledger.sources.prefold import reducer
-
-        return reducer("gemini", state)
 
     @staticmethod
     def sessions(usage: Any) -> dict[str, Session]:
@@ -212,11 +211,9 @@ class _Gemini:
             s = out[sid] = Session(sid, info.started, info.ended, tools=dict(info.tools))
             s.files.update(info.files)
         for r in usage.responses():
-            s = out.get(r.session_id)
-            if s is None:
-                s = out[r.session_id] = Session(r.session_id)
+            s = _session_of(out, r.session_id)
             s.files.add(r.file)
-            s.stream(r.model, _slot(r.time, _slot(s.started, 0))).add(r.counters)
+            s.at(r.model, r.time).add(r.counters)
         return out
 
 
