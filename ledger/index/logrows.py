@@ -35,6 +35,7 @@ streams_t = UsageStream.__table__
 tools_t = ToolUse.__table__
 sessions_t = LogSession.__table__
 
+
 def project(src: Any, summary: Any, conn: Any, h: int, usage: Any, files: dict[str, Any], everything: bool,
             problems: dict[str, list[Any]] | None = None) -> None:
     """Write the rows of `src`'s sessions as the reducer `usage` holds them (every session when
