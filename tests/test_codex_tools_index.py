@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import codexhistory
 from ledger.cli.app import app
-from ledger.index import logsource
+from ledger.index import logclients, logfeed
 
 runner = CliRunner()
 TOOLS_SQL = ("SELECT run_id, tool_name, uses, ok, errors, semantic_errors, unknown FROM tool_uses_v "
@@ -74,9 +74,9 @@ def test_codex_tool_uses_equal_the_ground_truth(home, tmp_path, db_url):
 
 
 def test_state_versions_agree_with_the_reducers():
-    for client, spec in logsource.CLIENTS.items():
+    for client in logclients.CLIENTS:
         module = importlib.import_module(f"ledger.sources.{client}_usage")
-        assert logsource._state_v(spec) == module.STATE_VERSION, client
+        assert logclients.state_v(client) == module.STATE_VERSION, client
 
 
 def _fold_as_version_1(index: str) -> None:
@@ -112,14 +112,14 @@ def test_an_index_folded_before_tool_calls_reads_the_archive_again_once(home, tm
     _fold_as_version_1(str(home / "index.sqlite"))
 
     read: list[int] = []
-    real_feed = logsource._feed_file
+    real_feed = logfeed.feed_file
 
     def counting(usage, key, path, start, end, zstd):
         got = real_feed(usage, key, path, start, end, zstd)
         read.append(got[1] if got else 0)
         return got
 
-    monkeypatch.setattr(logsource, "_feed_file", counting)
+    monkeypatch.setattr(logfeed, "feed_file", counting)
     archive = home / "sources" / "codex"
     size = sum(p.stat().st_size for p in archive.rglob("*.zst"))
     # nothing changed in the archive, only the version says to re-read: the next reader does

@@ -20,6 +20,7 @@ import pytest
 from conftest import PG_URL
 from indexhelpers import cli, make_run, records_runs_json
 from ledger.index import db as dbmod
+from ledger.index import setaside
 
 
 def tree_state(root: Path) -> dict[str, tuple]:
@@ -173,7 +174,7 @@ def test_what_is_ledgers_own_is_still_set_aside(sandbox):
 
 def test_a_directory_at_the_homes_index_place_is_never_moved(sandbox):
     t, home, run = sandbox
-    dbmod.remove_sqlite_files(home / "index.sqlite")
+    setaside.remove_sqlite_files(home / "index.sqlite")
     (home / "index.sqlite").mkdir()
     (home / "index.sqlite" / "keep").write_text("x")
     before = tree_state(t)
@@ -335,12 +336,12 @@ def test_only_the_newest_damaged_copies_are_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("LEDGER_HOME", str(home))
     monkeypatch.delenv("LEDGER_DB", raising=False)
     make_run(home)
-    for _ in range(dbmod.KEEP_SET_ASIDE + 2):
+    for _ in range(setaside.KEEP_SET_ASIDE + 2):
         assert cli("index").exit_code == 0
         (home / "index.sqlite").write_bytes(b"garbage" * 100)
     assert cli("runs").exit_code == 0
     kept = sorted(p for p in os.listdir(home) if p.startswith("index.sqlite.corrupt-"))
-    assert len(kept) == dbmod.KEEP_SET_ASIDE
+    assert len(kept) == setaside.KEEP_SET_ASIDE
     res = cli("db", "check", "--json")
     assert sorted(os.path.basename(p) for p in orjson.loads(res.stdout)["set_aside"]) == kept
     plain = cli("db", "check")

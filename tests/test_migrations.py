@@ -12,7 +12,7 @@ except ImportError:  # pragma: no cover - the report package is optional here
     pass
 from ledger.index import db as dbmod
 from ledger.index.models import VIEWS, Base
-from ledger.index.ops import schema_diff
+from ledger.index.dbadmin import schema_diff
 
 
 def _engine(url):
@@ -106,7 +106,7 @@ def test_models_match_migrations_in_a_fresh_interpreter(db_url):
     code = (
         "import sys\n"
         "from ledger.index import db as dbmod\n"
-        "from ledger.index.ops import schema_diff\n"
+        "from ledger.index.dbadmin import schema_diff\n"
         "e = dbmod.engine(sys.argv[1], mode='write')\n"
         "with e.connect() as c:\n"
         "    with c.begin(): dbmod.upgrade(c)\n"

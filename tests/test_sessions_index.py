@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import claudehistory
 import codexhistory
 from ledger.cli.app import app
-from ledger.index import logsource
+from ledger.index import logfeed
 from ledger.pricing import estimate_cost
 from ledger.sources.archive import read_archive
 
@@ -196,14 +196,14 @@ def test_one_appended_response_is_read_alone_and_grows_the_totals_by_it(home, tm
     archived_before = arch.stat().st_size
 
     read: list[int] = []
-    real_feed = logsource._feed_file
+    real_feed = logfeed.feed_file
 
     def counting(usage, key, path, start, end, zstd):
         got = real_feed(usage, key, path, start, end, zstd)
         read.append(got[1] if got else 0)
         return got
 
-    monkeypatch.setattr(logsource, "_feed_file", counting)
+    monkeypatch.setattr(logfeed, "feed_file", counting)
     after = report(db, "daily", "--breakdown")  # the reader archives the new bytes, then indexes them
     frame = arch.stat().st_size - archived_before  # the reader archived the new line as one frame ...
     assert read_archive(arch, archived_before) == new

@@ -135,8 +135,8 @@ def test_the_log_state_is_read_from_its_ends_as_json_reads_it():
 
 
 def test_the_log_state_versions_are_the_indexers():
-    from ledger.index import logsource, sourcelist
+    from ledger.index import logclients, logsource, sourcelist
 
     assert fresh.LOG_STATE_FORMAT == logsource.STATE_V
-    assert fresh.LOG_STATE_V == {s.client: logsource._state_v(s.spec) for s in sourcelist.SOURCES
+    assert fresh.LOG_STATE_V == {s.client: logclients.state_v(s.client) for s in sourcelist.SOURCES
                                  if isinstance(s, logsource.LogSource)}

@@ -21,7 +21,7 @@ def _url(home, db):
 @handle_errors
 def current(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
     """Print the index's schema revision and the newest one this ledger knows."""
-    from ledger.index.ops import db_status
+    from ledger.index.dbadmin import db_status
 
     st = db_status(_url(home, db))
     if json_:
@@ -51,7 +51,7 @@ def current_line(st: dict) -> str:
 @handle_errors
 def upgrade(home: HomeOpt = None, db: DbOpt = None) -> None:
     """Create the index schema or upgrade it to the newest revision (no indexing)."""
-    from ledger.index.ops import db_upgrade
+    from ledger.index.dbadmin import db_upgrade
 
     err(db_upgrade(_url(home, db)))
 
@@ -65,7 +65,7 @@ def check(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> Non
     Also lists the damaged copies kept next to an SQLite index (`index.sqlite.corrupt-*`,
     the newest 3 are kept).
     """
-    from ledger.index.ops import db_check, set_aside_list
+    from ledger.index.dbadmin import db_check, set_aside_list
 
     import os
     from pathlib import Path

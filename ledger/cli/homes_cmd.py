@@ -25,7 +25,7 @@ def _url(home, db):
 @handle_errors
 def list_(home: HomeOpt = None, db: DbOpt = None, json_: JsonOpt = False) -> None:
     """List the index's homes: row id, home id, machine, path, runs counted, copies kept out."""
-    from ledger.index.ops import homes_list
+    from ledger.index.homesadmin import homes_list
 
     rows = homes_list(_url(home, db))
     if json_:
@@ -46,7 +46,7 @@ def forget(
 ) -> None:
     """Remove a home and the runs indexed from it from the index (its records are not touched;
     indexing the home again brings them back)."""
-    from ledger.index.ops import homes_forget
+    from ledger.index.homesadmin import homes_forget
 
     done = homes_forget(_url(home, db), selector, notify=err)
     if json_:

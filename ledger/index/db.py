@@ -19,8 +19,9 @@ page count against the file size (a truncated file), `PRAGMA application_id`, th
 `ledger_meta` application row and the Alembic revision. A missing, empty, truncated,
 garbage, foreign or unknown-revision file is moved aside as `index.sqlite.corrupt-<UTC>`
 (with its -wal) and rebuilt from the records into `index.sqlite.rebuild-<pid>`, then
-swapped in with `os.replace` under the exclusive file lock: readers see the old or the new
-index, never a half-built one. A known older revision is upgraded in place.
+swapped in with `os.replace` under the exclusive file lock (ledger.index.setaside): readers
+see the old or the new index, never a half-built one. A known older revision is upgraded in
+place (a server database's checks: ledger.index.serverdb).
 
 This module imports SQLAlchemy lazily (only `engine()` and the migration helpers need it)
 so the cheap checks cost nothing at import time.
@@ -342,84 +343,6 @@ def is_page_damage(exc: BaseException) -> bool:
                                   "database corrupt"))
 
 
-def utc_stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-
-
-def _unlink(p: Path) -> None:
-    try:
-        os.unlink(p)
-    except FileNotFoundError:
-        pass
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
-
-
-def remove_sqlite_files(path: Path) -> None:
-    for suffix in ("",) + SIDE_SUFFIXES:
-        _unlink(Path(os.fspath(path) + suffix))
-
-
-KEEP_SET_ASIDE = 3  # damaged copies kept next to the index (newest first); older ones are removed
-
-
-def set_aside_copies(path: Path) -> list[Path]:
-    """The damaged copies `<name>.corrupt-<UTC time>` next to the index, newest first."""
-    prefix = f"{path.name}.corrupt-"
-    try:
-        names = [n for n in os.listdir(path.parent)
-                 if n.startswith(prefix) and not n.endswith(SIDE_SUFFIXES)]
-    except OSError:
-        return []
-    return [path.with_name(n) for n in sorted(names, reverse=True)]  # the stamp sorts by time
-
-
-def set_aside(path: Path) -> Path:
-    """Move a damaged index (and its WAL) to `<name>.corrupt-<UTC time>`; drop its -shm.
-
-    Caller holds the exclusive file lock (nobody has the file open) and has checked that
-    the file is ledger's (FileStatus.ours) or sits at the home's own index place. Only the
-    newest KEEP_SET_ASIDE copies are kept: they are named by us, so removing older ones
-    touches nothing that is not ledger's.
-    """
-    aside = path.with_name(f"{path.name}.corrupt-{utc_stamp()}")
-    os.replace(path, aside)
-    wal = Path(os.fspath(path) + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:  # committed pages not yet in the file: keep them with it
-        os.replace(wal, Path(os.fspath(aside) + "-wal"))
-    _unlink(wal)
-    _unlink(Path(os.fspath(path) + "-shm"))
-    _unlink(Path(os.fspath(path) + "-journal"))
-    for old in set_aside_copies(path)[KEEP_SET_ASIDE:]:
-        try:
-            if old.is_file() and not old.is_symlink():
-                remove_sqlite_files(old)
-        except OSError:
-            pass
-    return aside
-
-
-def swap_in(tmp: Path, path: Path) -> None:
-    """Atomically replace `path` by the finished `tmp` (caller holds the exclusive file lock).
-
-    The old file's -wal/-shm are removed first: a stale WAL next to the new file would be
-    replayed into it.
-    """
-    for suffix in SIDE_SUFFIXES:
-        _unlink(Path(os.fspath(path) + suffix))
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 # --------------------------------------------------------------------------------------
 # engines
 
@@ -531,82 +454,6 @@ def current_revision(conn: Any) -> str | None:
         return None
     rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").fetchall()
     return rows[0][0] if len(rows) == 1 else None
-
-
-# --------------------------------------------------------------------------------------
-# PostgreSQL (and other server databases)
-
-PG_LOCK_KEY = 0x4C444752  # advisory lock key serialising index passes on one database
-
-
-class ServerStatus(Plain):
-    """`kind`: ok | fresh | upgrade | foreign | newer."""
-
-    __slots__ = ("kind", "detail", "revision")
-
-    def __init__(self, kind: str, detail: str = "", revision: str | None = None) -> None:
-        self.kind = kind
-        self.detail = detail
-        self.revision = revision
-
-
-def inspect_server(conn: Any) -> ServerStatus:
-    import sqlalchemy as sa
-
-    insp = sa.inspect(conn)
-    tables = set(insp.get_table_names())
-    rev = current_revision(conn) if "alembic_version" in tables else None
-    if "ledger_meta" in tables:
-        app = conn.exec_driver_sql("SELECT value FROM ledger_meta WHERE key = 'application'").fetchone()
-        if app is None or app[0] != APPLICATION:
-            return ServerStatus("foreign", "its ledger_meta table is not a ledger index's")
-    elif rev is not None or tables & {"runs", "homes", "index_cursors"}:
-        return ServerStatus("foreign", "it holds another application's tables")
-    else:
-        return ServerStatus("fresh")
-    if rev == HEAD:
-        return ServerStatus("ok", revision=rev)
-    if rev in KNOWN_REVISIONS:
-        return ServerStatus("upgrade", revision=rev)
-    return ServerStatus("newer", f"its schema revision {rev!r} is unknown to this ledger (knows up to {HEAD})",
-                        revision=rev)
-
-
-def drop_index_objects(conn: Any) -> None:
-    """Drop ledger's views and tables (a rebuild on a server database, in one transaction)."""
-    from ledger.index.models import ALL_TABLES, VIEWS
-    from ledger.index.report_tables import REPORT_TABLES, REPORT_VIEWS
-
-    for view in REPORT_VIEWS + VIEWS:
-        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view} CASCADE")
-    for table in REPORT_TABLES + ALL_TABLES:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
-    conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
-
-
-def clear_index_rows(conn: Any) -> None:
-    """Delete every indexed row and cursor (homes stay), in the caller's transaction."""
-    from ledger.index.models import DATA_TABLES, LOG_TABLES
-    from ledger.index.report_tables import REPORT_TABLES  # derived from the rows deleted here
-
-    for table in REPORT_TABLES + DATA_TABLES + ("index_cursors", "index_shards") + LOG_TABLES:
-        conn.exec_driver_sql(f"DELETE FROM {table}")
-
-
-def clear_home_rows(conn: Any, home_ids: list[int]) -> None:
-    """Delete the indexed rows and cursors of these homes only (a rebuild from one machine of
-    a shared index, issue 11); the report's derived tables are cleared (rebuilt by the next
-    report)."""
-    from ledger.index.models import DATA_TABLES, LOG_TABLES
-    from ledger.index.report_tables import REPORT_TABLES
-
-    for table in REPORT_TABLES:
-        conn.exec_driver_sql(f"DELETE FROM {table}")
-    if not home_ids:
-        return
-    ids = ", ".join(str(int(h)) for h in home_ids)
-    for table in DATA_TABLES + ("index_cursors", "index_shards") + LOG_TABLES:
-        conn.exec_driver_sql(f"DELETE FROM {table} WHERE home_id IN ({ids})")
 
 
 def now_utc() -> datetime:

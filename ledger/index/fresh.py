@@ -49,7 +49,11 @@ RACY_NS = 100_000_000
 SEAL_GRACE_NS = 10_000_000_000
 SYMLINK_REASON = "a symlink, not a directory: not followed"
 LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's order
-# logsource._state_v of each client's spec: an index holding an older reducer state is re-read
+# Each client's reducer state version (STATE_VERSION of ledger.sources.<client>_usage, where
+# each version is explained), the index's one copy of it: this check and the pass
+# (ledger.index.logclients.state_v) read it here, so that neither imports a reducer to know it
+# (tests/test_codex_tools_index.py checks it agrees with the reducers). An index holding an
+# older reducer state is re-read.
 LOG_STATE_V = {"claude": 3, "codex": 5, "gemini": 1}
 LOG_STATE_FORMAT = 1  # logsource.STATE_V: the log_state document's own layout ("v")
 CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
@@ -370,7 +374,7 @@ def _marker(root: str) -> str | None:
 
 
 def _archive_files(root: str) -> dict[str, list[int]]:
-    """ledger.index.logsource.archive_files: {path below root: [size, inode]}."""
+    """ledger.index.logfeed.archive_files: {path below root: [size, inode]}."""
     out: dict[str, list[int]] = {}
     stack = [""]
     while stack:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import sqlalchemy as sa
 
@@ -36,6 +36,16 @@ def locate(home: str | os.PathLike[str], create: bool = True) -> Location:
     path = os.path.realpath(os.fspath(home))
     uid = ensure_home_uid(path) if create else read_home_uid(path)
     return Location(uid, machine_id(), path)
+
+
+def merge(first: Sequence[str], more: Sequence[str]) -> list[str]:
+    """The homes of `first`, then those of `more` it lacks, each once (the homes a rebuild
+    indexes: the ones asked for and the ones the index already held)."""
+    out: list[str] = []
+    for h in list(first) + list(more):
+        if h not in out:
+            out.append(h)
+    return out
 
 
 def _match(loc: Location) -> Any:
@@ -134,10 +144,11 @@ def forget(conn: Any, home_id: int) -> int:
     number of runs that were counted from it."""
     from ledger.index.copies import release
     from ledger.index.models import Run
+    from ledger.index.serverdb import clear_home_rows
 
     r = Run.__table__
     n = conn.execute(sa.select(sa.func.count()).select_from(r).where(r.c.home_id == home_id)).scalar_one()
     release(conn, home_id, sa.select(r.c.run_id).where(r.c.home_id == home_id))
-    dbmod.clear_home_rows(conn, [home_id])
+    clear_home_rows(conn, [home_id])
     conn.execute(sa.delete(homes_t).where(homes_t.c.home_id == home_id))
     return int(n)

@@ -270,7 +270,7 @@ def get_run(conn: Any, home_id: int | None, selector: str) -> RunSnapshot:
     snap.tool_status = dict(state.get("tool_status") or {})
     if not snap.streams and not snap.tool_uses and snap.surface == "interactive":
         # an interactive run whose session a later import resolved: the session's figures
-        # are rows of the run (ledger.index.logsource._adopting), as an imported session's
+        # are rows of the run (ledger.index.logrows._adopting), as an imported session's
         _row_figures(c, home_id, run_id, snap)
     return snap
 

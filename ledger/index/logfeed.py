@@ -1,0 +1,155 @@
+"""Reading a client's log archive (`<home>/sources/<client>/`, ledger.sources.archive): its
+change marker, its files, and their new bytes fed to the reducer in bounded pieces (a zstd
+file frame by frame, ledger.sources.zframes). Problems found on the way (a damaged frame, a
+line over the bounds, a file the archive recorded and the disk lacks) are returned as
+(byte offset, reason), for the pass to store and name.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+from ledger.sources.archive import CHANGED_FILE, LINK_REASON, ZSTD_SUFFIX
+
+SOURCES_DIR = "sources"
+ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
+
+
+def change_marker(root: str) -> str | None:
+    """The signature of the archive's change marker (rewritten by every import that archived
+    something): unchanged, the archive is as the last pass saw it."""
+    try:
+        st = os.stat(os.path.join(root, CHANGED_FILE))
+    except OSError:
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
+def archive_files(root: str, links: dict[str, list[Any]] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks:
+    each one where a directory or an archive file is goes to `links` as a problem)."""
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
+        except OSError:
+            continue
+        for e in entries:
+            r = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if links is not None and e.is_symlink() and (
+                        e.is_dir() or e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX))):
+                    links[r] = [None, f"{LINK_REASON}: not followed (its sessions are not read)"]
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    if not rel and e.name in ARCHIVE_SKIP:
+                        continue
+                    stack.append(r)
+                elif e.is_file(follow_symlinks=False) and e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX)):
+                    yield r, e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+
+
+FEED_CHUNK = 16 << 20  # bytes of a plain archive file fed to the reducer at a time
+
+
+def feed_file(usage: Any, key: str, path: str, start: int, size: int, zstd: bool
+               ) -> tuple[int, int, list[tuple[int, str]]] | None:
+    """Feed an archive file's new content from `start` (a zstd file: its byte offset; a plain
+    one: the reducer's offset) to the reducer, in bounded pieces (ledger.sources.zframes);
+    (the file's new cursor, bytes read, problems as (byte offset, reason)), or None when it
+    cannot be opened. A damaged frame is skipped (frames hold whole lines: what follows is
+    read), a frame over the bounds ends the file, a torn last frame waits for the next pass."""
+    import mmap
+
+    from ledger.sources import zframes
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    bad: list[tuple[int, str]] = []
+    try:
+        if not zstd:
+            return _feed_plain(usage, key, fd, start, size, bad)
+        try:
+            buf = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        max_line = zframes.bound("LEDGER_MAX_LINE_BYTES")
+        with buf:
+            end = start
+            carry = b""
+            total = usage.offset(key)
+            try:
+                for f, piece in zframes.inflate(buf, start, "", total):
+                    if piece is not None:
+                        data = carry + piece if carry else piece
+                        cut = data.rfind(b"\n") + 1
+                        if cut:
+                            usage.feed(key, data[:cut], usage.offset(key))
+                        carry = data[cut:]
+                        if len(carry) > max_line:
+                            bad.append((f.start, f"a line longer than {max_line:,} bytes in the frame at byte "
+                                                  f"{f.start:,} (LEDGER_MAX_LINE_BYTES): not read past it"))
+                            return size, size - start, bad
+                        continue
+                    if f.bad is not None:
+                        bad.append((f.start, f"the frame of bytes {f.start:,}-{f.end:,} {f.bad}"))
+                    end = f.end
+            except zframes.OverBound as exc:
+                bad.append((exc.offset, exc.reason))
+                end = size  # (not read again until the file changes)
+            if carry:
+                usage.feed(key, carry, usage.offset(key))  # (a torn line: the reducer names it)
+            return end, end - start, bad
+    finally:
+        os.close(fd)
+
+
+def _feed_plain(usage: Any, key: str, fd: int, start: int, size: int, bad: list[tuple[int, str]]
+                ) -> tuple[int, int, list[tuple[int, str]]] | None:
+    from ledger.sources.zframes import bound
+
+    max_line = bound("LEDGER_MAX_LINE_BYTES")
+    pos = start
+    carry = b""
+    try:
+        while pos < size:
+            chunk = os.pread(fd, min(FEED_CHUNK, size - pos), pos)
+            if not chunk:
+                break
+            pos += len(chunk)
+            data = carry + chunk if carry else chunk
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                usage.feed(key, data[:cut], usage.offset(key))
+            carry = data[cut:]
+            if len(carry) > max_line:
+                bad.append((pos - len(carry), f"a line longer than {max_line:,} bytes (LEDGER_MAX_LINE_BYTES): "
+                                              "not read past it"))
+                return size, pos - start, bad
+    except OSError:
+        return None
+    if carry:
+        usage.feed(key, carry, usage.offset(key))  # (a torn line: the reducer names it, and waits)
+    return pos, pos - start, bad
+
+
+def state_problems(root: str, files: dict[str, os.stat_result]) -> dict[str, list[Any]]:
+    """The archive files the archive's state files (ledger.sources.archive) hold more of than
+    the disk: deleted (absent) or truncated (shorter than recorded). Read on a pass that reads
+    the whole archive (a fresh index, --full, a file that shrank or vanished)."""
+    from ledger.sources.archive import recorded_archives
+
+    out: dict[str, list[Any]] = {}
+    for rel, want in recorded_archives(root).items():
+        st = files.get(rel)
+        if st is None:
+            out[rel] = [None, f"missing (the archive recorded {want:,} bytes; deleted?)"]
+        elif st.st_size < want:
+            out[rel] = [st.st_size, f"truncated: {st.st_size:,} of the {want:,} bytes recorded"]
+    return out
