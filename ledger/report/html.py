@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger.errors import LedgerError
-from ledger.report.aggregate import Report, ReportQuery
+from ledger.report.query import Report, ReportQuery
 from ledger.report.kinds import EVALUATION_KINDS
 
 INSTALL_HINT = "pip install 'ledger[html]'"
