@@ -116,6 +116,8 @@ def _ranked(q: ReportQuery, inner: Sql, *, totals: bool) -> Sql:
     return Sql("".join(out), inner.params)
 
 
+# `report run --limit N`: the runs to show, each ranked by its whole cost
+
 def _run_rank(q: ReportQuery) -> tuple[str, str]:
     """(known cost, tokens) of a run over its fact rows (GROUP BY run): the sum of its pieces'
     known figures (an imported session has one per slot it spent in; ledger.report.facts),
