@@ -43,7 +43,7 @@ def snapshot_detail(s: RunSnapshot) -> dict[str, Any]:
     return d
 
 
-COST_DIGITS = 10  # as the reports round money (ledger.report.aggregate)
+COST_DIGITS = 10  # as the reports round money (ledger.report.accumulate)
 
 
 def record_cost(s: RunSnapshot) -> dict[str, Any]:

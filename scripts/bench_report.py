@@ -239,7 +239,8 @@ def page_reports(url: str) -> list[tuple[str, str, str]]:
     """The page's reports answered in this process (one read transaction, best of 3 after a
     warm-up): wall and CPU seconds of each."""
     from ledger.index.rawread import reading
-    from ledger.report.aggregate import ReportQuery, run_report
+    from ledger.report.aggregate import run_report
+    from ledger.report.query import ReportQuery
     from ledger.report.html import page_queries
 
     out = []
@@ -311,7 +312,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
 
     from ledger.report import service
-    from ledger.report.aggregate import ReportQuery
+    from ledger.report.query import ReportQuery
 
     if args.reuse and args.keep is None:
         ap.error("--reuse needs --keep DIR")

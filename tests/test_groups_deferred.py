@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from ledger.cli.app import app
 from ledger.index.rawread import reading
 from ledger.report import facts
-from ledger.report.aggregate import ReportQuery, reads_groups, run_report
+from ledger.report.aggregate import reads_groups, run_report
+from ledger.report.query import ReportQuery
 from reporthelpers import claude_stream, make
 
 

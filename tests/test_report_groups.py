@@ -19,7 +19,9 @@ import sqlalchemy as sa
 
 from ledger.index.ops import index_homes, reading, writing
 from ledger.report import service
-from ledger.report.aggregate import ReportQuery, _kth, _merged_middle, _middle, _source, run_report
+from ledger.report.aggregate import _source, run_report
+from ledger.report.medians import _kth, _merged_middle, _middle
+from ledger.report.query import ReportQuery
 from test_report_top import generated_home
 
 QUERIES = [ReportQuery(kind=kind, limit=limit, cost=cost, order=order, evaluation=evaluation)
@@ -172,10 +174,10 @@ def test_kth_of_sorted_lists():
 
 def test_group_kinds_agree():
     from ledger.index import report_tables
-    from ledger.report import aggregate, sync, synced
+    from ledger.report import groups, sync, synced
 
-    assert aggregate.GROUP_KINDS == report_tables.GROUP_KINDS
-    assert aggregate.VALUE_KINDS == sync.VALUE_KINDS
+    assert groups.GROUP_KINDS == report_tables.GROUP_KINDS
+    assert groups.VALUE_KINDS == sync.VALUE_KINDS
     assert synced.GROUP_RULES == sync.GROUP_RULES
 
 

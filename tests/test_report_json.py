@@ -77,7 +77,7 @@ def test_deep_nesting_is_refused_as_orjson_refuses_it():
 def test_a_real_report_is_the_same_document(tmp_path):
     """Every kind of report of a generated history, as print_json wrote it."""
     import claudehistory
-    from ledger.report.aggregate import ReportQuery
+    from ledger.report.query import ReportQuery
     from ledger.report.buckets import resolve_zone
     from ledger.report.render import to_json
     from ledger.report.service import build_reports

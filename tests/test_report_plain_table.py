@@ -14,7 +14,7 @@ import pytest
 
 import ledger.tables as tables
 from ledger.report import render
-from ledger.report.aggregate import ReportQuery
+from ledger.report.query import ReportQuery
 from ledger.report.buckets import resolve_zone
 from ledger.report.service import build_report
 from reporthelpers import claude_stream, make

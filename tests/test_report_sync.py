@@ -11,7 +11,7 @@ from ledger.index.ops import index_homes
 from ledger.pricing import estimate_cost
 from ledger.records import read_run
 from ledger.records.writer import settle
-from ledger.report.aggregate import ReportQuery
+from ledger.report.query import ReportQuery
 from ledger.report.models import ReportFact
 from ledger.report.service import query, writing
 from ledger.report.sync import sync_facts

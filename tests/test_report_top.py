@@ -31,7 +31,8 @@ from ledger.index.ops import index_homes
 from ledger.index.rawread import Conn, reading
 from ledger.records import RunCapture
 from ledger.report import service
-from ledger.report.aggregate import ReportQuery, run_report
+from ledger.report.aggregate import run_report
+from ledger.report.query import ReportQuery
 from reporthelpers import cli
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,7 +19,8 @@ import pytest
 
 from ledger.index import fresh
 from ledger.index.fresh import IndexSummary
-from ledger.report.aggregate import Report, ReportQuery, Sql
+from ledger.report.query import Report, ReportQuery
+from ledger.report.sqltext import Sql
 from ledger.report.buckets import Buckets, make_buckets, resolve_zone
 from ledger.store.summary import PushSummary
 from ledger.store.walk import _Item

@@ -45,7 +45,7 @@ def _hint(out: dict[str, Any], project: list[str] | None) -> None:
 def blocks(*, home: Path | None, db: str | None, json_: bool, csv_: bool, active: bool, recent: bool,
            token_limit: str | None, session_length: float, resync: bool, project: list[str] | None = None) -> None:
     from ledger.home import home_named, resolve_home
-    from ledger.report.aggregate import ReportQuery
+    from ledger.report.query import ReportQuery
     from ledger.report.blocks import BlocksError, parse_limit, read_blocks, session_seconds
     from ledger.report.service import build_reports
 

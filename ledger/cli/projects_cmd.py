@@ -25,7 +25,7 @@ def _money(r: dict[str, Any]) -> str:
 def projects(*, home: Path | None, db: str | None, json_: bool, csv_: bool, tz: str | None, resync: bool,
              project: list[str] | None = None) -> None:
     from ledger.home import home_named, resolve_home
-    from ledger.report.aggregate import ReportQuery
+    from ledger.report.query import ReportQuery
     from ledger.report.buckets import ReportError, resolve_zone
     from ledger.report.projects import read_projects
     from ledger.report.service import build_reports

@@ -111,7 +111,7 @@ def report(
             raise usage_error(f"expected one of {', '.join(choices)}", param_hint=name)
 
     from ledger.home import home_named, resolve_home
-    from ledger.report.aggregate import ReportQuery
+    from ledger.report.query import ReportQuery
     from ledger.report.buckets import ReportError, parse_bound, resolve_zone, utc_range
     from ledger.report.service import build_report
 

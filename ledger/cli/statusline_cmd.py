@@ -43,7 +43,7 @@ def line(raw: bytes, home: Path | None, db: str | None) -> str:
 
 def _figures(doc: dict[str, Any], home: Path | None, db: str | None) -> dict[str, Any]:
     from ledger.home import home_named, resolve_home
-    from ledger.report.aggregate import ReportQuery
+    from ledger.report.query import ReportQuery
     from ledger.report.blocks import now_s
     from ledger.report.service import build_reports
     from ledger.report.statusline import config_root, figures, keep_sample

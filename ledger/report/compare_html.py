@@ -16,39 +16,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import LedgerError
-
 
 def render_compare(doc: dict[str, Any], js: str | None = None, generated_at: datetime | None = None) -> str:
-    import orjson
-
-    from ledger.report.html import vega_js
+    from ledger.report.html import inert_json, vega_js
 
     when = (generated_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
     page_doc = {"generated_at": when.isoformat(timespec="seconds").replace("+00:00", "Z"), "compare": doc}
-    data = (orjson.dumps(page_doc).decode().replace("&", "\\u0026").replace("<", "\\u003c")
-            .replace(">", "\\u003e"))
+    data = inert_json(page_doc)
     head, tail = _TEMPLATE.replace("/*DATA*/", data).replace("/*APP*/", _APP).split("/*VEGA*/")
     return head + (vega_js() if js is None else js) + tail
 
 
 def write_compare(doc: dict[str, Any], path: str | Path, js: str | None = None) -> Path:
     """Write the page atomically; a missing `ledger[html]` extra is an error before anything is written."""
-    import os
+    from ledger.report.html import vega_js, write_atomically
 
-    from ledger.report.html import vega_js
-
-    js = vega_js() if js is None else js
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(render_compare(doc, js), encoding="utf-8")
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise LedgerError(f"cannot write {target}: {exc.strerror or exc}",
-                          "choose a writable path: ledger report compare --html PATH") from None
-    return target
+    page_js = vega_js() if js is None else js
+    return write_atomically(path, lambda: render_compare(doc, page_js),
+                            "choose a writable path: ledger report compare --html PATH")
 
 
 _TEMPLATE = """<!DOCTYPE html>

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger.errors import LedgerError
-from ledger.report.aggregate import Report, ReportQuery
 from ledger.report.kinds import EVALUATION_KINDS
+from ledger.report.query import Report, ReportQuery
 
 INSTALL_HINT = "pip install 'ledger[html]'"
 TOP = 20  # the most expensive runs and sessions listed
@@ -115,32 +115,42 @@ def page_document(reports: dict[str, Report], generated_at: datetime | None = No
     return doc
 
 
-def render_page(doc: dict[str, Any], js: str | None = None) -> str:
-    """The page's HTML for `doc` (see page_document)."""
+def inert_json(doc: dict[str, Any]) -> str:
+    """`doc` as JSON to sit inside <script>: no `<` may end the element early (a key like
+    `</script>`). (This page's and `report compare --html`'s.)"""
     import orjson
 
-    # inert JSON inside <script>: no `<` may end the element early (a key like `</script>`)
-    data = (orjson.dumps(doc).decode().replace("&", "\\u0026").replace("<", "\\u003c")
+    return (orjson.dumps(doc).decode().replace("&", "\\u0026").replace("<", "\\u003c")
             .replace(">", "\\u003e"))
+
+
+def render_page(doc: dict[str, Any], js: str | None = None) -> str:
+    """The page's HTML for `doc` (see page_document)."""
+    data = inert_json(doc)
     page = _TEMPLATE.replace("/*STYLE*/", _STYLE)
     head, tail = page.replace("/*DATA*/", data).replace("/*APP*/", _APP).split("/*VEGA*/")
     return head + (vega_js() if js is None else js) + tail
 
 
-def write_page(path: str | Path, doc: dict[str, Any], js: str | None = None) -> Path:
-    """Write the page atomically (a reader never sees half a page)."""
+def write_atomically(path: str | Path, text_of: Callable[[], str], hint: str) -> Path:
+    """Write `text_of()` to `path` atomically (a reader never sees half a page); an OSError
+    is a LedgerError with `hint`. (This page's and `report compare --html`'s.)"""
     import os
 
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(render_page(doc, js), encoding="utf-8")
+        tmp.write_text(text_of(), encoding="utf-8")
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise LedgerError(f"cannot write {target}: {exc.strerror or exc}",
-                          "choose a writable path: ledger report --html PATH") from None
+        raise LedgerError(f"cannot write {target}: {exc.strerror or exc}", hint) from None
     return target
+
+
+def write_page(path: str | Path, doc: dict[str, Any], js: str | None = None) -> Path:
+    """Write the page atomically (a reader never sees half a page)."""
+    return write_atomically(path, lambda: render_page(doc, js), "choose a writable path: ledger report --html PATH")
 
 
 _TEMPLATE = """<!DOCTYPE html>

@@ -1,6 +1,6 @@
 """The report vocabulary: kinds, filters and their labels, outcomes (one home).
 
-`ledger.report.aggregate` validates queries against these and `ledger report` builds its
+`ledger.report.query` validates queries against these and `ledger report` builds its
 choices and help text from them. Kept free of SQLAlchemy and of the rest of the report
 package so that the CLI can import it while `ledger --help` stays fast.
 """

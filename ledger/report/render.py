@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Iterator
 
-from ledger.report.aggregate import Report
+from ledger.report.query import Report
 
 # Every row (and the totals) has these fields, in this order. Kind-specific extras follow.
 ROW_FIELDS = (

@@ -19,7 +19,7 @@ from ledger.index.reportshape import (  # noqa: F401 - re-exported: the shape th
 COUNTER_COLUMNS = ALL_INT_COUNTERS  # (ledger.index.models: usage_streams' counters)
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 # the model_key of an imported session's start row (ledger.report.facts._start_row): no model
-# has this name; every per-model figure leaves it out (ledger.report.aggregate, migration
+# has this name; every per-model figure leaves it out (ledger.report.accumulate, migration
 # 0010's model_costs_v)
 START_KEY = "(start)"
 VALUE_KINDS = ("skill",)  # the evaluation kinds among GROUP_KINDS: their runs' figures are kept sorted

@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from ledger.report.aggregate import Report, ReportQuery, run_report
+from ledger.report.aggregate import run_report
+from ledger.report.query import Report, ReportQuery
 
 Notify = Callable[[str], None]
 

@@ -247,7 +247,7 @@ def _group_select(kind: str, where: list[Any], sort: bool = False) -> Any:
     col = f[kind]
     measures = _rollup_select(RUN_MEASURES, [], where).selected_columns
     cost, part = sa.func.sum(f.run_cost_auto), sa.func.sum(f.run_cost_auto_partial)
-    # (the known cost as ledger.report.aggregate._ranked computes it from the two sums)
+    # (the known cost as ledger.report.top._ranked computes it from the two sums)
     rank = sa.case((sa.and_(cost.is_(None), part.is_(None)), None),
                    else_=sa.func.coalesce(cost, 0) + sa.func.coalesce(part, 0))
     # every group on SQLite (`sort`): `+col` makes it sort the table; its walk of the column's

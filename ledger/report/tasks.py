@@ -13,6 +13,8 @@ from typing import Any
 
 from ledger.index.rawread import boolean
 from ledger.records.verdict import combine_task
+from ledger.report.factsql import FACTS, _Collector, _facts_stmt, _rows, _select
+from ledger.report.sqltext import Sql
 
 TASK_FIELDS = ("started", "ok", "error_kind", "error_detail", "skill_invoked", "tool_calls", "tool_errors")
 
@@ -34,8 +36,6 @@ def task_keys(c: Any) -> dict[tuple[int, str], str]:
 
 def collect_tasks(c: Any, q: Any, conds: list[Any]) -> Any:
     """A _Collector of task groups (standard fields) whose `info` holds each task's verdict."""
-    from ledger.report.aggregate import FACTS, Sql, _Collector, _facts_stmt, _rows, _select
-
     keys = task_keys(c)
     col = _Collector(q)
     rows = _rows(c, _facts_stmt(q, conds, per_run=True))  # [home_id, (model), vectors, run_id]
