@@ -48,7 +48,7 @@ def _problem(path: str, reason: str) -> "ScanProblem":
 RACY_NS = 100_000_000
 SEAL_GRACE_NS = 10_000_000_000
 SYMLINK_REASON = "a symlink, not a directory: not followed"
-LOG_CLIENTS = ("claude", "codex", "gemini")  # the LogSources, in the indexer's order
+from ledger.sources.clients import IMPORTABLE as LOG_CLIENTS  # noqa: E402 - the LogSources, in the indexer's order
 # Each client's reducer state version (STATE_VERSION of ledger.sources.<client>_usage, where
 # each version is explained), the index's one copy of it: this check and the pass
 # (ledger.index.logclients.state_v) read it here, so that neither imports a reducer to know it
