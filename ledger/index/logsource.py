@@ -52,7 +52,7 @@ from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
 from ledger.records.verdict import judge_session
-from ledger.sources.archive import CHANGED_FILE, LINK_REASON, PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
+from ledger.sources.archiveformat import CHANGED_FILE, LINK_REASON, PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
 
 STATE_V = 1
 PROJECTION_V = 4  # part of every session's fingerprint: a change to the rows below rewrites them all
@@ -282,7 +282,7 @@ CLIENTS = {"claude": _Claude, "codex": _Codex, "gemini": _Gemini}
 
 def _prefold(root: str, src: "LogSource") -> tuple[dict[str, list[int]], dict[str, Any]] | None:
     from ledger.sources import prefold
-    from ledger.sources.archive import STATE_DIR
+    from ledger.sources.archiveformat import STATE_DIR
 
     return prefold.load(os.path.join(root, STATE_DIR), src.client, _state_v(src.spec))
 
@@ -769,7 +769,7 @@ def _state_problems(root: str, files: dict[str, os.stat_result]) -> dict[str, li
     """The archive files the archive's state files (ledger.sources.archive) hold more of than
     the disk: deleted (absent) or truncated (shorter than recorded). Read on a pass that reads
     the whole archive (a fresh index, --full, a file that shrank or vanished)."""
-    from ledger.sources.archive import recorded_archives
+    from ledger.sources.archivestate import recorded_archives
 
     out: dict[str, list[Any]] = {}
     for rel, want in recorded_archives(root).items():
