@@ -766,7 +766,7 @@ def _feed_plain(usage: Any, key: str, fd: int, start: int, size: int, bad: list[
 
 
 def _state_problems(root: str, files: dict[str, os.stat_result]) -> dict[str, list[Any]]:
-    """The archive files the archive's state files (ledger.sources.archive) hold more of than
+    """The archive files the archive's state files (ledger.sources.archivestate) hold more of than
     the disk: deleted (absent) or truncated (shorter than recorded). Read on a pass that reads
     the whole archive (a fresh index, --full, a file that shrank or vanished)."""
     from ledger.sources.archivestate import recorded_archives

@@ -29,6 +29,12 @@ import (PARALLEL_MIN) on a machine with an idle second core forks one worker for
 of the bytes: each log is written by one process only, the worker's summary comes back on a
 pipe, and a worker that dies leaves its part to this process (what it wrote is adopted like
 an interrupted import's).
+
+This module holds the entry points (import_client, refresh, prepare_home). The rest:
+logdirs (the clients and their config dirs), discovery and quickfile (finding the logs),
+archiver (copying them in), archivefork (the worker), archiverepair (damage and leftovers),
+archivestate (the state files), archiveformat (file names, frames, JSON), archivefiles
+(file-system helpers), archivesummary (what an import reports).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from ledger.errors import LedgerError
 from ledger.sources import archivefiles, archivestate
 from ledger.sources.archiveformat import (
-    IMPORTING_FILE, PREFIX_BYTES, STATE_DIR, TAIL_BYTES, ZSTD, ZSTD_SUFFIX, EMPTY_SHA, LogOverBound, compressor,
+    EMPTY_SHA, IMPORTING_FILE, PREFIX_BYTES, STATE_DIR, TAIL_BYTES, ZSTD, ZSTD_SUFFIX, LogOverBound, compressor,
     dumps, inflate, new_compressor, sha, utc_now,
 )
 from ledger.sources.archivefiles import DIR_MODE, FILE_MODE, mkdirs, pread_all, umask_strips
@@ -29,7 +29,8 @@ STATED_MIN = 64  # logs to archive in one import before the state files are list
 
 
 class Archiver(RepairMixin, ForkMixin):
-    """One import of one client into one home (hold `lock()` around it)."""
+    """One import of one client into one home (hold `lock()` around it). Its repairs and its
+    worker process are mixins (archiverepair, archivefork): they share this import's state."""
 
     def __init__(self, home: Path, client: Client, summary: ClientSummary) -> None:
         self.home = home
