@@ -89,3 +89,5 @@ def clients_with_logs(env: Mapping[str, str] | None = None) -> list[str]:
 def missing_home_hint() -> str:
     """The hint for a missing home: names `ledger import` when agent logs are here."""
     from ledger.home import missing_home_hint as hint
+
+    return hint(clients_with_logs())
