@@ -35,7 +35,7 @@ HOME_HINT = ("record a run with `ledger run -- CMD` (it creates the home), or po
 
 def missing_home_hint(agent_logs: Sequence[str] = ()) -> str:
     """The hint for a home that does not exist. On a machine with agent logs (`agent_logs`:
-    the clients' names, ledger.sources.archive.clients_with_logs) the first step is `ledger
+    the clients' names, ledger.sources.logdirs.clients_with_logs) the first step is `ledger
     import`, which creates the home from them."""
     if not agent_logs:
         return HOME_HINT

@@ -136,7 +136,7 @@ def verify_archive(home: Path) -> Any:
 def verify_home(home: Path) -> Iterator[Verdict]:
     """Every entry of the home's runs/: a verdict per run directory, and a failed one per
     symlink (a symlinked shard is named `runs/<xx>`: whatever it holds is not in the home)."""
-    from ledger.sources.archive import missing_home_hint
+    from ledger.sources.logdirs import missing_home_hint
 
     check_home(home, missing_home_hint)
     for path, name, kind in iter_run_entries(home):

@@ -23,7 +23,7 @@ import pytest
 
 import claudehistory
 from conftest import REPO
-from ledger.sources.archive import read_archive
+from ledger.sources.archiveformat import read_archive
 
 
 def ledger(*args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 180,
@@ -225,7 +225,7 @@ def test_a_damaged_archive_whose_log_is_gone_is_named_not_repaired(hist):
 
 KILLER = r"""
 import os, signal, sys
-import ledger.sources.archive as a
+import ledger.sources.archivefiles as a
 point, n = sys.argv[1], int(sys.argv[2])
 calls = [0]
 def hit():
@@ -233,12 +233,12 @@ def hit():
     if calls[0] == n:
         os.kill(os.getpid(), signal.SIGKILL)
 if point == "state":  # after a log's frame is written, before its state file
-    real = a._write_atomic
+    real = a.write_atomic
     def w(path, data, durable=True):
         if str(path).endswith(".json") and "/.state/" in str(path) and len(os.path.basename(str(path))) == 37:
             hit()
         return real(path, data, durable)
-    a._write_atomic = w
+    a.write_atomic = w
 elif point == "replace":  # a state file's temporary file written, not yet renamed
     real_replace = os.replace
     def r(src, dst):
@@ -247,13 +247,13 @@ elif point == "replace":  # a state file's temporary file written, not yet renam
         return real_replace(src, dst)
     os.replace = r
 elif point == "frame":  # in the middle of writing a frame
-    real_write = a._write_all
+    real_write = a.write_all
     def wa(fd, data):
         if len(data) > 64:
             os.write(fd, bytes(memoryview(data)[:len(data) // 2]))
             hit()
         return real_write(fd, data)
-    a._write_all = wa
+    a.write_all = wa
 elif point == "sync":  # everything written, before the import's one sync
     os.sync = lambda: hit()
 sys.argv = ["ledger"] + sys.argv[3:]

@@ -27,7 +27,7 @@ import codexhistory
 from agentenv import agent_cwd, codex_argv, codex_available, codex_env, parse_jsonl, run_agent
 from launchkit import REPO
 from ledger.cli.app import app
-from ledger.sources.archive import read_archive
+from ledger.sources.archiveformat import read_archive
 from ledger.sources.codex_usage import CodexUsage
 from mockprovider import MockProvider, answer
 from test_codex_usage import P, ctx, jl, meta, path, tc

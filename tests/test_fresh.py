@@ -307,14 +307,14 @@ def test_an_error_is_told_apart_from_a_decline(home, varied, monkeypatch):
 def test_the_check_agrees_with_the_indexer_it_mirrors():
     from ledger.index import indexer, logclients, logfeed, logsource, scan, sourcelist
     from ledger.records import ids, reader
-    from ledger.sources import archive
+    from ledger.sources import archiveformat
 
     assert (fresh.RACY_NS, fresh.SEAL_GRACE_NS) == (indexer.RACY_NS, indexer.SEAL_GRACE_NS)
     assert fresh.LINK_SIG == scan.LINK_SIG and fresh.RUN_PREFIX == ids.PREFIX
     assert fresh.SYMLINK_REASON == reader.SYMLINK_REASON
     assert fresh.LOG_CLIENTS == tuple(s.client for s in sourcelist.SOURCES if isinstance(s, logsource.LogSource))
-    assert fresh.CHANGED_FILE == archive.CHANGED_FILE and fresh.ARCHIVE_SKIP == logfeed.ARCHIVE_SKIP
-    assert fresh.PROBLEMS == archive.PROBLEMS == logsource.PROBLEMS
+    assert fresh.CHANGED_FILE == archiveformat.CHANGED_FILE and fresh.ARCHIVE_SKIP == logfeed.ARCHIVE_SKIP
+    assert fresh.PROBLEMS == archiveformat.PROBLEMS == logsource.PROBLEMS
     assert fresh.LOG_STATE_V == {s.client: logclients.state_v(s.client) for s in sourcelist.SOURCES
                                  if isinstance(s, logsource.LogSource)}
     # the summary: same fields, same words

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ledger.sources import archive
+from ledger.sources import archivesummary, discovery, logdirs
 from ledger.sources.gemini_usage import GeminiUsage, normalise
 
 SID = "c3ffe06d-a7a6-407b-86ee-58538428000d"
@@ -185,18 +185,18 @@ def test_the_import_finds_chats_logs_only(tmp_path):
     (chats / SID / "sub.jsonl").write_bytes(lines(header("sub", kind="subagent")))
     (root / "tmp" / "work" / "other.jsonl").write_bytes(b"{}\n")  # not a chats log
     (root / "tmp" / "work" / "logs.json").write_bytes(b"[]")
-    client = archive.CLIENTS["gemini"]
-    found = archive.discover(client, root, archive.ClientSummary("gemini"))
+    client = logdirs.CLIENTS["gemini"]
+    found = discovery.discover(client, root, archivesummary.ClientSummary("gemini"))
     assert sorted(f.rel for f in found) == [f"tmp/work/chats/{SID}/sub.jsonl",
                                             "tmp/work/chats/session-2026-12-01T00-01-c3ffe06d.jsonl"]
 
 
 def test_gemini_cli_home_names_the_home_that_holds_dot_gemini(tmp_path):
-    client = archive.CLIENTS["gemini"]
-    assert archive.default_roots(client, {"GEMINI_CLI_HOME": str(tmp_path)}) == [tmp_path / ".gemini"]
-    assert archive.default_roots(client, {"HOME": str(tmp_path)}) == [tmp_path / ".gemini"]
+    client = logdirs.CLIENTS["gemini"]
+    assert logdirs.default_roots(client, {"GEMINI_CLI_HOME": str(tmp_path)}) == [tmp_path / ".gemini"]
+    assert logdirs.default_roots(client, {"HOME": str(tmp_path)}) == [tmp_path / ".gemini"]
     # the other clients' variables name the config dir itself
-    assert archive.default_roots(archive.CLIENTS["codex"], {"CODEX_HOME": str(tmp_path)}) == [Path(tmp_path)]
+    assert logdirs.default_roots(logdirs.CLIENTS["codex"], {"CODEX_HOME": str(tmp_path)}) == [Path(tmp_path)]
 
 
 def test_ledger_import_gemini_without_history_says_where_it_looked(tmp_path, monkeypatch):

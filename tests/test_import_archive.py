@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import REPO
 from ledger.cli.app import app
-from ledger.sources.archive import read_archive
+from ledger.sources.archiveformat import read_archive
 
 SESSION = "0b7d6c2e-1f1e-4a55-9d0c-7f1f0f3c2a10"
 PROJECT = "-home-u-work-proj"

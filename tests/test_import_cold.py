@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 import claudehistory
-from ledger.sources import archive
+from ledger.sources import archive, archiveformat, archivefork, archiver, archivestate, archivesummary, logdirs
 
-CLAUDE = archive.CLIENTS["claude"]
+CLAUDE = logdirs.CLIENTS["claude"]
 
 
 def state_files(home: Path) -> dict[str, dict]:
-    d = home / "sources" / "claude" / archive.STATE_DIR
+    d = home / "sources" / "claude" / archiveformat.STATE_DIR
     out = {}
     for p in sorted(d.glob("*.json")):
         if len(p.stem) == 32:
@@ -35,7 +35,7 @@ def archive_files(home: Path) -> dict[str, bytes]:
     return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*.zst"))}
 
 
-def summary(s: archive.ClientSummary) -> tuple:
+def summary(s: archivesummary.ClientSummary) -> tuple:
     return (s.files, s.unchanged, s.new_files, s.new_bytes, s.read_bytes, s.waiting, s.generations,
             [(g.path, g.reason) for g in s.gaps], [(p.path, p.reason) for p in s.skipped])
 
@@ -55,11 +55,11 @@ def roots(tmp_path) -> list[Path]:
 
 def test_listing_the_state_files_reads_as_opening_each(tmp_path, roots, monkeypatch):
     plain = archive.import_client(tmp_path / "plain", CLAUDE, roots)  # (fewer logs than STATED_MIN)
-    assert plain.files < archive.STATED_MIN
-    monkeypatch.setattr(archive, "STATED_MIN", 1)
+    assert plain.files < archiver.STATED_MIN
+    monkeypatch.setattr(archiver, "STATED_MIN", 1)
     opened = []
-    real = archive._load_state
-    monkeypatch.setattr(archive, "_load_state", lambda *a: opened.append(a[0]) or real(*a))
+    real = archivestate.load_state
+    monkeypatch.setattr(archivestate, "load_state", lambda *a: opened.append(a[0]) or real(*a))
     listed = archive.import_client(tmp_path / "listed", CLAUDE, roots)
     assert summary(listed) == summary(plain)
     assert state_files(tmp_path / "listed") == state_files(tmp_path / "plain")
@@ -82,13 +82,13 @@ def test_the_counted_compressed_size_is_the_files(tmp_path, roots):
 
 
 def test_half_of_a_large_import_is_synced_early(tmp_path, roots, monkeypatch):
-    monkeypatch.setattr(archive, "EARLY_SYNC_MIN", 1)
-    monkeypatch.setattr(archive, "_busy", lambda cores: True)  # (one process)
+    monkeypatch.setattr(archiver, "EARLY_SYNC_MIN", 1)
+    monkeypatch.setattr(archivefork, "busy", lambda cores: True)  # (one process)
     home = tmp_path / "home"
     syncs = []
 
     def sync():
-        d = home / "sources" / "claude" / archive.STATE_DIR
+        d = home / "sources" / "claude" / archiveformat.STATE_DIR
         syncs.append(len(list(d.glob("*.json"))))
 
     monkeypatch.setattr(os, "sync", sync)

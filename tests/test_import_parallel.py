@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger.sources import archive
-from ledger.sources.archive import read_archive
+from ledger.sources import archive, archivefiles, archiveformat, archivefork, archiver, archivesummary, logdirs
+from ledger.sources.archiveformat import read_archive
 
 PROJECT = "-home-u-work-proj"
-REAL_BUSY = archive._busy
+REAL_BUSY = archivefork.busy
 
 
 def line(i: int, pad: int) -> bytes:
@@ -55,7 +55,7 @@ def complete_lines(p: Path) -> bytes:
     return data[:data.rfind(b"\n") + 1]
 
 
-def summary(s: archive.ClientSummary) -> dict:
+def summary(s: archivesummary.ClientSummary) -> dict:
     d = s.to_dict()
     for k in ("gaps", "skipped", "notes"):
         d[k] = sorted(json.dumps(x, sort_keys=True) for x in d[k])
@@ -66,7 +66,7 @@ def summary(s: archive.ClientSummary) -> dict:
 def forks(monkeypatch):
     """Two idle cores whatever the machine; counts the workers forked (in this process)."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(archive, "_busy", lambda cores: False)
+    monkeypatch.setattr(archivefork, "busy", lambda cores: False)
     count = []
     real = os.fork
 
@@ -80,21 +80,21 @@ def forks(monkeypatch):
     return count
 
 
-def imp(home: Path, cfg: Path, fold: bool = False) -> archive.ClientSummary:
+def imp(home: Path, cfg: Path, fold: bool = False) -> archivesummary.ClientSummary:
     # (fold=False: a first import that folds for the index compresses on threads instead of
     # forking, see test_a_first_import_folds_on_threads_not_a_worker; the worker serves the
     # large imports after it, which these tests stand for)
-    return archive.import_client(home, archive.CLIENTS["claude"], [cfg], fold=fold)
+    return archive.import_client(home, logdirs.CLIENTS["claude"], [cfg], fold=fold)
 
 
 def test_a_large_import_in_two_processes_archives_what_one_process_does(tmp_path, monkeypatch, forks):
     cfg = tmp_path / "cfg"
     paths = history(cfg)
     one, two = tmp_path / "one", tmp_path / "two"
-    monkeypatch.setattr(archive, "PARALLEL_MIN", 1 << 62)
+    monkeypatch.setattr(archivefork, "PARALLEL_MIN", 1 << 62)
     s1 = imp(one, cfg)
     assert forks == []
-    monkeypatch.setattr(archive, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(archivefork, "PARALLEL_MIN", 0)
     s2 = imp(two, cfg)
     assert len(forks) == 1
     assert summary(s1) == summary(s2)
@@ -108,9 +108,9 @@ def test_a_large_import_in_two_processes_archives_what_one_process_does(tmp_path
         with open(p, "ab") as f:
             f.write(line(9999, 50))
     paths[6].write_bytes(line(7, 10))  # rewritten: a new generation
-    monkeypatch.setattr(archive, "PARALLEL_MIN", 1 << 62)
+    monkeypatch.setattr(archivefork, "PARALLEL_MIN", 1 << 62)
     t1 = imp(one, cfg)
-    monkeypatch.setattr(archive, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(archivefork, "PARALLEL_MIN", 0)
     t2 = imp(two, cfg)
     assert len(forks) == 2
     assert summary(t1) == summary(t2)
@@ -124,9 +124,9 @@ def test_a_large_import_in_two_processes_archives_what_one_process_does(tmp_path
 def test_a_worker_that_dies_leaves_nothing_unarchived(tmp_path, monkeypatch, forks):
     cfg = tmp_path / "cfg"
     paths = history(cfg)
-    monkeypatch.setattr(archive, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(archivefork, "PARALLEL_MIN", 0)
     parent = os.getpid()
-    real = archive.Archiver._one_safe
+    real = archiver.Archiver._one_safe
     done = []
 
     def dying(self, f, key):
@@ -135,14 +135,14 @@ def test_a_worker_that_dies_leaves_nothing_unarchived(tmp_path, monkeypatch, for
         done.append(f.path)
         real(self, f, key)
 
-    monkeypatch.setattr(archive.Archiver, "_one_safe", dying)
+    monkeypatch.setattr(archiver.Archiver, "_one_safe", dying)
     home = tmp_path / "home"
     s = imp(home, cfg)
     assert len(forks) == 1
     assert {k[:-4]: v for k, v in tree(home).items()} == {str(p.relative_to(cfg)): complete_lines(p) for p in paths}
     assert s.gaps == [] and s.skipped == [] and s.files == len(paths)
-    assert not (home / "sources" / "claude" / archive.IMPORTING_FILE).exists()
-    monkeypatch.setattr(archive.Archiver, "_one_safe", real)
+    assert not (home / "sources" / "claude" / archiveformat.IMPORTING_FILE).exists()
+    monkeypatch.setattr(archiver.Archiver, "_one_safe", real)
     again = imp(home, cfg)
     assert (again.new_bytes, again.gaps, again.unchanged) == (0, [], len(paths))
 
@@ -152,7 +152,7 @@ def test_new_bytes_read_in_blocks_are_one_frame_of_whole_lines(tmp_path, monkeyp
     """Lines longer than a block, logs of several blocks, a torn line across a block's end:
     the archive holds the complete lines, and the check hashes (prefix, tail) let the next
     import continue the same generation."""
-    monkeypatch.setattr(archive, "BLOCK", block)
+    monkeypatch.setattr(archivefiles, "BLOCK", block)
     cfg = tmp_path / "cfg"
     p = cfg / "projects" / PROJECT / "s.jsonl"
     p.parent.mkdir(parents=True)
@@ -176,8 +176,8 @@ def test_new_bytes_read_in_blocks_are_one_frame_of_whole_lines(tmp_path, monkeyp
 
 def test_no_worker_on_a_busy_machine(tmp_path, monkeypatch, forks):
     """Without an idle core a worker only shares this process's CPU: one process imports."""
-    monkeypatch.setattr(archive, "PARALLEL_MIN", 0)
-    monkeypatch.setattr(archive, "_busy", REAL_BUSY)
+    monkeypatch.setattr(archivefork, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(archivefork, "busy", REAL_BUSY)
     real = open
 
     def loadavg(path, *a, **k):
@@ -198,7 +198,7 @@ def test_a_first_import_folds_on_threads_not_a_worker(tmp_path, monkeypatch, for
     """A first import feeds the index's reducer as it archives (ledger.sources.prefold): every
     log in this process, compressed ahead on threads; the archive is the one the two
     processes write."""
-    monkeypatch.setattr(archive, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(archivefork, "PARALLEL_MIN", 1)
     cfg = tmp_path / "cfg"
     history(cfg)
     imp(tmp_path / "folded", cfg, fold=True)

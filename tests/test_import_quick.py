@@ -1,4 +1,4 @@
-"""A reader's refresh from the quick file (ledger.sources.archive.Quick; issue 15: a warm
+"""A reader's refresh from the quick file (ledger.sources.quickfile.Quick; issue 15: a warm
 `ledger report` 10x faster than ccusage): when no directory changed, the logs whose stat
 differs are archived without listing a directory or reading the seen cache, and the outcome
 is always the walk's, whatever changed."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import claudehistory
-from ledger.sources import archive
+from ledger.sources import archive, archiveformat, archivestate, archivesummary, discovery, logdirs
 
-CLAUDE = archive.CLIENTS["claude"]
+CLAUDE = logdirs.CLIENTS["claude"]
 
 
 def age(root: Path, seconds: int) -> None:
@@ -35,12 +35,12 @@ def contents(home: Path) -> dict[str, bytes]:
     base = home / "sources" / "claude"
     out = {}
     for p in sorted(base.rglob("*")):
-        if p.is_file() and archive.STATE_DIR not in p.relative_to(base).parts:
-            out[str(p.relative_to(base))] = archive.read_archive(p)
+        if p.is_file() and archiveformat.STATE_DIR not in p.relative_to(base).parts:
+            out[str(p.relative_to(base))] = archiveformat.read_archive(p)
     return out
 
 
-def summary(s: archive.ClientSummary) -> tuple:
+def summary(s: archivesummary.ClientSummary) -> tuple:
     return (s.files, s.unchanged, s.new_files, s.new_bytes, s.read_bytes, s.waiting, s.generations,
             sorted((g.path, g.reason) for g in s.gaps), sorted((p.path, p.reason) for p in s.skipped))
 
@@ -51,7 +51,7 @@ class Calls:
     def __init__(self, monkeypatch, cfg: Path) -> None:
         self.listed: list[str] = []
         self.seen = 0
-        real_scandir, real_seen = os.scandir, archive._load_seen
+        real_scandir, real_seen = os.scandir, archivestate.load_seen
 
         def scandir(path):
             if os.fspath(path).startswith(str(cfg)):
@@ -63,7 +63,7 @@ class Calls:
             return real_seen(client_dir)
 
         monkeypatch.setattr(os, "scandir", scandir)
-        monkeypatch.setattr(archive, "_load_seen", load_seen)
+        monkeypatch.setattr(archivestate, "load_seen", load_seen)
 
     def reset(self) -> None:
         self.listed.clear()
@@ -81,11 +81,11 @@ def cfg(tmp_path) -> Path:
 def test_a_warm_refresh_reads_no_listing_and_no_cache(tmp_path, cfg, monkeypatch):
     home = tmp_path / "home"
     first = archive.import_client(home, CLAUDE, [cfg])
-    assert first.waiting == 1 and (home / "sources" / "claude" / archive.QUICK_FILE).exists()
+    assert first.waiting == 1 and (home / "sources" / "claude" / archiveformat.QUICK_FILE).exists()
     calls = Calls(monkeypatch, cfg)
     states = []
-    monkeypatch.setattr(archive, "_load_state", lambda *a: states.append(a) or (_ for _ in ()).throw(AssertionError))
-    monkeypatch.setattr(archive.Tree, "__init__", lambda *a: (_ for _ in ()).throw(AssertionError("tree read")))
+    monkeypatch.setattr(archivestate, "load_state", lambda *a: states.append(a) or (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(discovery.Tree, "__init__", lambda *a: (_ for _ in ()).throw(AssertionError("tree read")))
     warm = archive.refresh(home)[0]
     assert (warm.files, warm.unchanged, warm.waiting, warm.new_bytes) == (first.files, first.files, 1, 0)
     assert (calls.listed, calls.seen, states) == ([], 0, [])
@@ -178,7 +178,7 @@ def test_the_quick_refresh_answers_as_the_walk(tmp_path, cfg, seed, monkeypatch)
             if d.is_dir():
                 os.utime(d, (t, t))
         racy = unsettled
-        (walked / "sources" / "claude" / archive.QUICK_FILE).unlink(missing_ok=True)
+        (walked / "sources" / "claude" / archiveformat.QUICK_FILE).unlink(missing_ok=True)
         calls.reset()
         a = archive.refresh(quick)[0]
         used_quick += not calls.listed

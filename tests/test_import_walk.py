@@ -1,5 +1,5 @@
 """The walk of the config dirs that every reader does (issue 15, a warm `ledger report`): a
-directory unchanged since an earlier walk is not listed again (ledger.sources.archive.Tree),
+directory unchanged since an earlier walk is not listed again (ledger.sources.discovery.Tree),
 and the walk still finds exactly what a full listing finds, whatever changed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.sources import archive
+from ledger.sources import archive, archiveformat, archivesummary, discovery, logdirs
 
 PROJECT = "-home-u-work-proj"
 
@@ -27,9 +27,9 @@ def age(root: Path, seconds: int = 60) -> None:
         os.utime(d, (t, t))
 
 
-def found(root: Path, tree: archive.Tree | None) -> list[tuple[str, int, int]]:
-    s = archive.ClientSummary("claude")
-    out = [(f.rel, f.st.st_size, f.st.st_ino) for f in archive.discover(archive.CLIENTS["claude"], root, s, tree)]
+def found(root: Path, tree: discovery.Tree | None) -> list[tuple[str, int, int]]:
+    s = archivesummary.ClientSummary("claude")
+    out = [(f.rel, f.st.st_size, f.st.st_ino) for f in discovery.discover(logdirs.CLIENTS["claude"], root, s, tree)]
     return out + [("skipped", 0, 0) for _ in s.skipped]
 
 
@@ -61,7 +61,7 @@ def scandirs(monkeypatch) -> list[str]:
 
 
 def test_an_unchanged_directory_is_not_listed_again(tmp_path, cfg, monkeypatch):
-    tree = archive.Tree(tmp_path / "tree.json")
+    tree = discovery.Tree(tmp_path / "tree.json")
     first = found(cfg, tree)
     assert len(first) == 8 and tree.dirty
     calls = scandirs(monkeypatch)
@@ -74,7 +74,7 @@ def test_an_unchanged_directory_is_not_listed_again(tmp_path, cfg, monkeypatch):
 @pytest.mark.parametrize("change", ["new log", "removed log", "new subagent dir", "symlink", "dir named like a log",
                                     "renamed", "replaced dir"])
 def test_every_change_of_entries_is_found(tmp_path, cfg, change):
-    tree = archive.Tree(tmp_path / "tree.json")
+    tree = discovery.Tree(tmp_path / "tree.json")
     found(cfg, tree)
     proj = cfg / "projects" / PROJECT
     if change == "new log":
@@ -104,7 +104,7 @@ def test_a_listing_as_recent_as_its_directory_is_not_kept(tmp_path, cfg, monkeyp
     change, so it is listed again next time (and a log added since is found)."""
     proj = cfg / "projects" / PROJECT
     (proj / "s5.jsonl").write_bytes(log(5))  # (the project dir: modified now)
-    tree = archive.Tree(tmp_path / "tree.json")
+    tree = discovery.Tree(tmp_path / "tree.json")
     found(cfg, tree)
     assert str(proj) not in tree.dirs and str(proj / "s0") in tree.dirs
     (proj / "s6.jsonl").write_bytes(log(6))
@@ -112,9 +112,9 @@ def test_a_listing_as_recent_as_its_directory_is_not_kept(tmp_path, cfg, monkeyp
 
 
 def test_imports_keep_the_listings_and_readers_use_them(home, cfg, monkeypatch):
-    s = archive.import_client(home, archive.CLIENTS["claude"], [cfg])
+    s = archive.import_client(home, logdirs.CLIENTS["claude"], [cfg])
     assert s.new_files == 8
-    kept = json.loads((home / "sources" / "claude" / archive.TREE_FILE).read_bytes())
+    kept = json.loads((home / "sources" / "claude" / archiveformat.TREE_FILE).read_bytes())
     assert str(cfg / "projects" / PROJECT) in kept["dirs"]
     calls = scandirs(monkeypatch)
     (cfg / "projects" / PROJECT / "s1.jsonl").write_bytes(log(1) + log(2))
@@ -124,10 +124,10 @@ def test_imports_keep_the_listings_and_readers_use_them(home, cfg, monkeypatch):
     # a damaged cache is no cache: without the quick file the walk uses the listings, without
     # both it lists again
     state = home / "sources" / "claude"
-    (state / archive.QUICK_FILE).write_bytes(b"{not json")
+    (state / archiveformat.QUICK_FILE).write_bytes(b"{not json")
     third = archive.refresh(home)[0]
     assert third.new_bytes == 0 and third.files == 8 and [c for c in calls if c.startswith(str(cfg))] == []
-    (state / archive.QUICK_FILE).write_bytes(b"{not json")
-    (state / archive.TREE_FILE).write_bytes(b"{not json")
+    (state / archiveformat.QUICK_FILE).write_bytes(b"{not json")
+    (state / archiveformat.TREE_FILE).write_bytes(b"{not json")
     fourth = archive.refresh(home)[0]
     assert fourth.new_bytes == 0 and fourth.files == 8 and [c for c in calls if c.startswith(str(cfg))]

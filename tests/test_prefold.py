@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from ledger.cli.app import app
 from ledger.index import logsource
-from ledger.sources import archive, prefold
+from ledger.sources import archive, archiveformat, logdirs, prefold
 
 sys.path.insert(0, str(Path(__file__).parent))
 from claudehistory import generate as claude_history  # noqa: E402
@@ -71,7 +71,7 @@ def _sort_files(x: Any) -> None:
 
 def imported(tmp_path: Path, name: str, client: str, cfg: Path, fold: bool) -> Path:
     home = tmp_path / name
-    archive.import_client(home, archive.CLIENTS[client], [cfg], check=True, fold=fold)
+    archive.import_client(home, logdirs.CLIENTS[client], [cfg], check=True, fold=fold)
     return home
 
 
@@ -133,7 +133,7 @@ def test_an_archive_changed_after_the_fold_is_read_from_where_the_fold_ended(tmp
             victim = sorted((home / "sources" / client).rglob("*.jsonl.zst"))[0]
             victim.unlink()
         else:
-            archive.import_client(home, archive.CLIENTS[client], [cfg], check=True, fold=True)
+            archive.import_client(home, logdirs.CLIENTS[client], [cfg], check=True, fold=True)
     assert report(folded) == report(read)
     assert tables(folded) == tables(read)
 
@@ -162,7 +162,7 @@ def test_a_log_over_the_fold_limit_is_left_to_the_index(tmp_path, monkeypatch):
     read = imported(tmp_path, "read", "claude", cfg, fold=False)
     pre = prefold.load(str(folded / "sources" / "claude" / ".state"), "claude", 3)
     assert pre is not None
-    sizes = {rel: archive.read_archive(folded / "sources" / "claude" / rel) for rel in pre[0]}
+    sizes = {rel: archiveformat.read_archive(folded / "sources" / "claude" / rel) for rel in pre[0]}
     assert sizes and all(len(v) <= 4000 for v in sizes.values())
     assert len(pre[0]) < len(list((folded / "sources" / "claude").rglob("*.jsonl.zst")))
     assert report(folded) == report(read)
@@ -177,7 +177,7 @@ def test_only_a_first_import_folds(tmp_path):
     pre = home / "sources" / "claude" / ".state" / prefold.FILE
     pre.unlink()
     grow(cfg, "claude")
-    archive.import_client(home, archive.CLIENTS["claude"], [cfg], check=True, fold=True)
+    archive.import_client(home, logdirs.CLIENTS["claude"], [cfg], check=True, fold=True)
     assert not pre.exists()
 
 

@@ -81,7 +81,8 @@ def test_a_real_report_is_the_same_document(tmp_path):
     from ledger.report.buckets import resolve_zone
     from ledger.report.render import to_json
     from ledger.report.service import build_reports
-    from ledger.sources.archive import CLIENTS, import_client
+    from ledger.sources.archive import import_client
+    from ledger.sources.logdirs import CLIENTS
 
     from indexhelpers import make_run
 

@@ -18,7 +18,7 @@ import pytest
 
 from agentenv import agent_cwd, codex_argv, codex_available, codex_env, parse_jsonl, run_agent
 from launchkit import REPO
-from ledger.sources.archive import read_archive
+from ledger.sources.archiveformat import read_archive
 from ledger.sources.codex_usage import CodexUsage
 from mockprovider import MockProvider, answer, tool_call
 

@@ -21,7 +21,7 @@ import codexhistory
 from ledger.cli.app import app
 from ledger.index import logfeed
 from ledger.pricing import estimate_cost
-from ledger.sources.archive import read_archive
+from ledger.sources.archiveformat import read_archive
 
 runner = CliRunner()
 TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")

@@ -40,7 +40,7 @@ def import_(
     import sys
 
     from ledger.home import resolve_home
-    from ledger.sources import archive
+    from ledger.sources import archive, logdirs
 
     if client not in CHOICES:
         raise usage_error(f"unknown client {client!r}", hint=f"one of: {', '.join(CHOICES)}")
@@ -51,10 +51,10 @@ def import_(
     h = Path(os.path.abspath(resolve_home(home)))
     summaries = []
     for name in names:
-        c = archive.CLIENTS[name]
+        c = logdirs.CLIENTS[name]
         roots = _roots(c, from_, explicit=client != "all")
         if not roots:
-            looked = " and ".join(str(r) for r in archive.default_roots(c))
+            looked = " and ".join(str(r) for r in logdirs.default_roots(c))
             summaries.append(_empty(c, f"no {c.label} history found (looked in {looked}); nothing to import"))
             continue
         with _progress(sys.stderr.isatty(), c.label) as progress:
@@ -73,27 +73,27 @@ def _roots(c: Any, from_: Path | None, explicit: bool) -> list[Path]:
     import os
 
     from ledger.errors import LedgerError
-    from ledger.sources import archive
+    from ledger.sources import logdirs
 
     if from_ is not None:
         if not os.path.isdir(from_):
             why = "does not exist" if not os.path.lexists(from_) else "is not a directory"
             raise LedgerError(f"--from {from_} {why}",
                               hint=f"point --from at a {c.label} config dir (it holds {' or '.join(s + '/' for s in c.subdirs)})")
-        if not archive.has_logs_dir(c, from_):
+        if not logdirs.has_logs_dir(c, from_):
             raise LedgerError(f"{from_} has no {' or '.join(s + '/' for s in c.subdirs)}: not a {c.label} config dir",
                               hint=f"point --from at the directory that holds {c.subdirs[0]}/")
         return [from_]
-    roots = [r for r in archive.default_roots(c) if archive.has_logs_dir(c, r)]
+    roots = [r for r in logdirs.default_roots(c) if logdirs.has_logs_dir(c, r)]
     if not roots and explicit:
-        looked = " and ".join(str(r) for r in archive.default_roots(c))
+        looked = " and ".join(str(r) for r in logdirs.default_roots(c))
         raise LedgerError(f"no {c.label} history found (looked in {looked})",
                           hint=f"set ${c.env_var} or run `ledger import {c.name} --from PATH`")
     return roots
 
 
 def _empty(c: Any, note: str) -> Any:
-    from ledger.sources.archive import ClientSummary
+    from ledger.sources.archivesummary import ClientSummary
 
     s = ClientSummary(c.name)
     s.notes.append(note)

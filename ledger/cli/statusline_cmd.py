@@ -62,7 +62,9 @@ def _archive_root(home: Path, root: Path | None) -> None:
     roots); the reader's own refresh (ledger.index.ops) then archives its new bytes."""
     if root is None:
         return
-    from ledger.sources.archive import CLIENTS, has_logs_dir, import_client, imported_roots
+    from ledger.sources.archive import import_client
+    from ledger.sources.archivestate import imported_roots
+    from ledger.sources.logdirs import CLIENTS, has_logs_dir
 
     client = CLIENTS["claude"]
     root = Path(root).resolve()

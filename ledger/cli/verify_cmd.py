@@ -29,7 +29,7 @@ def verify(
     from ledger.verify import check_home, verify_archive, verify_home, verify_run
 
     h = resolve_home(home)
-    from ledger.sources.archive import missing_home_hint
+    from ledger.sources.logdirs import missing_home_hint
 
     check_home(h, missing_home_hint)
     verdicts = [verify_run(resolve_selector(h, run))] if run else list(verify_home(h))

@@ -56,8 +56,8 @@ from ledger.sources.clients import IMPORTABLE as LOG_CLIENTS  # noqa: E402 - the
 # older reducer state is re-read.
 LOG_STATE_V = {"claude": 3, "codex": 5, "gemini": 1}
 LOG_STATE_FORMAT = 1  # logsource.STATE_V: the log_state document's own layout ("v")
-CHANGED_FILE = ".state/changed"  # ledger.sources.archive.CHANGED_FILE
-PROBLEMS = "/problems"  # ledger.sources.archive.PROBLEMS
+CHANGED_FILE = ".state/changed"  # ledger.sources.archiveformat.CHANGED_FILE
+PROBLEMS = "/problems"  # ledger.sources.archiveformat.PROBLEMS
 ARCHIVE_SKIP = (".state",)
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
 
@@ -406,7 +406,7 @@ def _log_source(con: sqlite3.Connection, h: int, home: str, client: str, s: Inde
     bad = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
                       (h, f"{client}-log{PROBLEMS}")).fetchone()
     if bad is not None:  # (damaged archive files: named on every pass, as damaged records are)
-        from ledger.sources.archive import archive_reason, parse_problems
+        from ledger.sources.archiveformat import archive_reason, parse_problems
 
         for rel, (offset, reason) in sorted(parse_problems(bad[0]).items()):
             s.skipped.append(_problem(os.path.join(root, rel), archive_reason(offset, reason)))

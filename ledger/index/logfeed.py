@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterator
 
-from ledger.sources.archive import CHANGED_FILE, LINK_REASON, ZSTD_SUFFIX
+from ledger.sources.archiveformat import CHANGED_FILE, LINK_REASON, ZSTD_SUFFIX
 
 SOURCES_DIR = "sources"
 ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
@@ -143,7 +143,7 @@ def state_problems(root: str, files: dict[str, os.stat_result]) -> dict[str, lis
     """The archive files the archive's state files (ledger.sources.archive) hold more of than
     the disk: deleted (absent) or truncated (shorter than recorded). Read on a pass that reads
     the whole archive (a fresh index, --full, a file that shrank or vanished)."""
-    from ledger.sources.archive import recorded_archives
+    from ledger.sources.archivestate import recorded_archives
 
     out: dict[str, list[Any]] = {}
     for rel, want in recorded_archives(root).items():

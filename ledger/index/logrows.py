@@ -22,7 +22,7 @@ from ledger.index.report_tables import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
 from ledger.records.verdict import judge_session
-from ledger.sources.archive import ZSTD_SUFFIX
+from ledger.sources.archiveformat import ZSTD_SUFFIX
 
 PROJECTION_V = 4  # part of every session's fingerprint: a change to the rows below rewrites them all
 # (4: `path` names the archive file as it is on disk, `.jsonl.zst`; a settled session has a verdict)

@@ -48,7 +48,7 @@ from ledger.index import logfeed, logrows
 from ledger.index.logclients import CLIENTS, state_v
 from ledger.index.logfeed import SOURCES_DIR, archive_files, change_marker, state_problems
 from ledger.index.models import LogState
-from ledger.sources.archive import PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
+from ledger.sources.archiveformat import PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
 
 STATE_V = 1  # the log_state document's own layout ("v"; ledger.index.fresh.LOG_STATE_FORMAT)
 
@@ -219,7 +219,7 @@ class LogPass:
 
 def _prefold(root: str, src: "LogSource") -> tuple[dict[str, list[int]], dict[str, Any]] | None:
     from ledger.sources import prefold
-    from ledger.sources.archive import STATE_DIR
+    from ledger.sources.archiveformat import STATE_DIR
 
     return prefold.load(os.path.join(root, STATE_DIR), src.client, state_v(src.client))
 

@@ -42,7 +42,7 @@ def _usable_homes(homes: list[str], url: str, stale_ok: bool, notify: Notify) ->
         elif why == "missing" and stale_ok and url != dbmod.default_url(h):
             notify(f"ledger: no ledger home at {h}; answering from the index {dbmod.redact_url(url)} alone")
         elif why == "missing":
-            from ledger.sources.archive import missing_home_hint
+            from ledger.sources.logdirs import missing_home_hint
 
             raise IndexError_(f"no ledger home at {h}", hint=missing_home_hint())
         else:

@@ -135,7 +135,7 @@ def _unreadable(c: Conn, home_id: int) -> list[RunSnapshot]:
     # them per client in log_state): each listed by its path below the home, as unreadable
     for source, state in c.rows("SELECT source, state FROM log_state WHERE home_id = ? AND source LIKE ?",
                                 (home_id, "%-log/problems")):
-        from ledger.sources.archive import parse_problems
+        from ledger.sources.archiveformat import parse_problems
 
         client = source[:-len("-log/problems")]
         out.extend(unreadable_snapshot(f"sources/{client}/{rel}", f"sources/{client}/{rel}")

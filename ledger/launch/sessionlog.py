@@ -82,14 +82,14 @@ def _utc(text: str | None) -> datetime | None:
 
 
 def _client(harness: str) -> Any:
-    from ledger.sources.archive import CLIENTS
+    from ledger.sources.logdirs import CLIENTS
 
     return CLIENTS[harness]
 
 
 def config_roots(harness: str, env: Mapping[str, str]) -> list[Path]:
     """The client's config dirs as the child sees them (its environment)."""
-    from ledger.sources.archive import default_roots
+    from ledger.sources.logdirs import default_roots
 
     return default_roots(_client(harness), env)
 
@@ -274,7 +274,8 @@ def _resolve_by_header(changed: list[str], cwd: str, started: datetime, header: 
 
 def archive(home: Path, harness: str, roots: Sequence[Path]) -> str | None:
     """`ledger import` of the client's config dirs into the home; None, or why it failed."""
-    from ledger.sources.archive import has_logs_dir, import_client
+    from ledger.sources.archive import import_client
+    from ledger.sources.logdirs import has_logs_dir
 
     client = _client(harness)
     roots = [r for r in roots if has_logs_dir(client, r)]

@@ -391,9 +391,9 @@ def _index_path(raw: Any) -> str | None:
 
 
 def _busy() -> bool:
-    """No core to spare right now (the import's rule, ledger.sources.archive): a fork would
+    """No core to spare right now (the import's rule, ledger.sources.archivefork): a fork would
     only share this process's core and add the copy of its rows."""
-    from ledger.sources.archive import _busy as busy
+    from ledger.sources.archivefork import busy
 
     return busy(os.cpu_count() or 1)
 

@@ -21,9 +21,9 @@ import os
 import stat as stat_mod
 from typing import Any, Iterator
 
-from ledger.sources.archive import (
-    CLIENTS, LINK_REASON, PREFIX_BYTES, STATE_DIR, TAIL_BYTES, ZSTD, ZSTD_SUFFIX, iter_states,
-)
+from ledger.sources.archiveformat import LINK_REASON, PREFIX_BYTES, STATE_DIR, TAIL_BYTES, ZSTD, ZSTD_SUFFIX
+from ledger.sources.archivestate import iter_states
+from ledger.sources.logdirs import CLIENTS
 
 
 class ArchiveProblem:

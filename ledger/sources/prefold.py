@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from ledger.sources.zframes import RATIO_MIN_OUT, bound
 
-FILE = "prefold.bin"  # below the client's archive state dir (ledger.sources.archive.STATE_DIR)
+FILE = "prefold.bin"  # below the client's archive state dir (ledger.sources.archiveformat.STATE_DIR)
 FOLDED = ("claude", "codex")  # clients whose logs are JSONL fed line by line (a Gemini chat is rewritten whole)
 
 

@@ -20,7 +20,7 @@ only as safe as its blocks decode.
 The bounds are settings (environment variables, read when first needed):
 `LEDGER_MAX_LOG_BYTES` (default 4 GiB decompressed per log), `LEDGER_MAX_RATIO` (default
 4,096, applied to a frame once it could exceed 16 MiB) and `LEDGER_MAX_LINE_BYTES` (default
-64 MiB, the longest line a log may hold: see ledger.sources.archive).
+64 MiB, the longest line a log may hold: see ledger.sources.archiver).
 """
 
 from __future__ import annotations

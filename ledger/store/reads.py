@@ -58,14 +58,14 @@ def _lines_end(fd: int, start: int, size: int) -> int:
 def _frames_end(fd: int, start: int, size: int) -> int:
     """The end of the last complete zstd frame (frames are appended whole by each import; a
     torn one is an import at work, or one that died and will be cut by the next)."""
-    from ledger.sources.archive import _complete_frames
+    from ledger.sources.archiveformat import complete_frames
 
     if size <= start:
         return start
-    done, _ = _complete_frames(_pread(fd, size - start, start))
+    done, _ = complete_frames(_pread(fd, size - start, start))
     if done == 0 and start > 0:
         # the store's copy ends inside a frame (a push stopped mid-write): find the frames from 0
-        done, _ = _complete_frames(_pread(fd, size, 0))
+        done, _ = complete_frames(_pread(fd, size, 0))
         return max(done, start)
     return start + done
 

@@ -12,7 +12,7 @@ from ledger.store.summary import Progress, PushSummary
 
 RUNS = "runs"
 SOURCES = "sources"
-STATE_DIR = ".state"  # (ledger.sources.archive.STATE_DIR: the archive's bookkeeping)
+STATE_DIR = ".state"  # (ledger.sources.archiveformat.STATE_DIR: the archive's bookkeeping)
 EVENTS = "events.jsonl"
 TERMINAL = "terminal.json"
 PROVIDER_SESSION = "provider-session.json"

@@ -1,0 +1,159 @@
+"""The quick file (`.state/quick.bin`): the last walk's directories and logs with their stat,
+so that a reader's refresh over an unchanged history stats them and reads nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat as stat_mod
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from ledger.sources import archivefiles
+from ledger.sources.archiveformat import dumps
+from ledger.sources.archivesummary import ClientSummary
+from ledger.sources.discovery import Found, Tree
+from ledger.sources.logdirs import Client
+
+
+class Quick:
+    """The last walk in one file (`.state/quick.bin`, a cache), for a reader's refresh (issue
+    15: a warm `ledger report`): every directory the walk visited, all of them kept listings
+    (see Tree), and every log in them, each with its stat: a directory's mtime and inode, the
+    size, mtime and inode at which a log was archived whole (the seen cache's signature) or
+    found waiting for the end of its last line (what its state file says at that stat). When
+    every directory is as it was, a walk would visit the same directories and list the same
+    logs, so the logs whose stat differs are all there is to do: neither the listings nor the
+    seen cache are read (on a 5,654-log history that was ~60 of the refresh's ~140 M
+    instructions). A directory that differs (an entry added, removed, renamed) or any doubt
+    sends the refresh to the walk, which writes the file again. Not used for a client whose
+    logs are keyed by name (the walk order decides which copy of a log wins).
+
+    Layout: a JSON header line {"v", "roots", "n"}; four columns of n little-endian int64
+    (kind: root index << 2 | WAITING | DIR; size, -1 for none; mtime_ns; inode); the n paths,
+    NUL-separated, in the file system's encoding."""
+
+    VERSION = 1
+    DIR = 1
+    WAITING = 2
+
+    def __init__(self, roots: list[str], ints: Any, paths: list[bytes]) -> None:
+        self.roots = roots
+        self.ints = ints  # array('q'): the four columns, n each
+        self.paths = paths
+        self.changed: list[int] = []  # entries whose log differed in check()
+
+    @classmethod
+    def load(cls, path: str | Path, roots: list[str]) -> "Quick | None":
+        from array import array
+
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            start = data.index(b"\n") + 1
+            meta = json.loads(data[:start])
+            n = meta["n"]
+            if meta.get("v") != cls.VERSION or meta.get("roots") != roots or not isinstance(n, int) or n <= 0:
+                return None
+            ints = array("q")
+            ints.frombytes(memoryview(data)[start:start + 32 * n])
+            if len(ints) != 4 * n or sys.byteorder != "little":
+                return None
+            paths = data[start + 32 * n:].split(b"\0")  # (bytes: os.lstat takes them as they are)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return cls(roots, ints, paths) if len(paths) == n else None
+
+    def check(self, summary: ClientSummary) -> list[Found] | None:
+        """The logs that differ from their entry, stat'ed now (counted in `summary` with the
+        ones that do not), or None (nothing counted) when a directory differs."""
+        n = len(self.paths)
+        cols = self.ints.tolist()
+        kinds, sizes, mtimes, inodes = cols[:n], cols[n:2 * n], cols[2 * n:3 * n], cols[3 * n:]
+        lstat, fmt, s_dir, s_reg = os.lstat, stat_mod.S_IFMT, stat_mod.S_IFDIR, stat_mod.S_IFREG
+        changed: list[tuple[int, os.stat_result]] = []
+        same = waiting = 0
+        i = -1
+        for path, kind, size, mtime, inode in zip(self.paths, kinds, sizes, mtimes, inodes):
+            i += 1
+            try:
+                st = lstat(path)
+            except OSError:
+                return None
+            if kind & 1:  # a directory: as listed, or the walk decides
+                if st.st_mtime_ns != mtime or st.st_ino != inode or fmt(st.st_mode) != s_dir:
+                    return None
+            elif fmt(st.st_mode) != s_reg:
+                return None
+            elif st.st_size == size and st.st_mtime_ns == mtime and st.st_ino == inode:
+                same += 1
+                if kind & 2:
+                    waiting += 1
+            else:
+                changed.append((i, st))
+        summary.files += same
+        summary.unchanged += same
+        summary.waiting += waiting
+        self.changed = [i for i, _ in changed]
+        prefixes = [r if r.endswith("/") else r + "/" for r in self.roots]
+        found = []
+        for i, st in changed:
+            r = kinds[i] >> 2
+            path = os.fsdecode(self.paths[i])
+            found.append(Found(self.roots[r], path[len(prefixes[r]):], path, st))
+        return found
+
+    def note(self, seen: Mapping[str, list[int]], waiting: Mapping[str, list[int]]) -> bool:
+        """The entries of the logs check() found changed, as this import left them; whether
+        any moved."""
+        n = len(self.paths)
+        moved = False
+        for i in self.changed:
+            path = os.fsdecode(self.paths[i])
+            sig, flag = seen.get(path), 0
+            if sig is None:
+                sig, flag = waiting.get(path), self.WAITING
+            size, mtime, inode = sig if sig is not None else (-1, -1, -1)
+            entry = (self.ints[i] & ~self.WAITING | flag, size, mtime, inode)
+            if tuple(self.ints[i + k * n] for k in range(4)) != entry:
+                for k in range(4):
+                    self.ints[i + k * n] = entry[k]
+                moved = True
+        return moved
+
+    @classmethod
+    def build(cls, client: Client, roots: list[str], tree: Tree, seen: Mapping[str, list[int]],
+              waiting: Mapping[str, list[int]]) -> "Quick | None":
+        """The walk `discover` would do from `roots` over the kept listings, or None when a
+        directory on it has no kept listing (it will be listed: nothing to vouch for)."""
+        from array import array
+
+        rows: list[tuple[int, int, int, int]] = []
+        paths: list[bytes] = []
+        fsencode = os.fsencode
+        for r, root in enumerate(roots):
+            for sub in client.subdirs:
+                stack = [root + sub if root.endswith("/") else f"{root}/{sub}"]
+                while stack:
+                    path_dir = stack.pop()
+                    kept = tree.dirs.get(path_dir)
+                    if kept is None:
+                        return None
+                    rows.append((r << 2 | cls.DIR, -1, kept[0], kept[1]))
+                    paths.append(fsencode(path_dir))
+                    for name in kept[2]:
+                        path = f"{path_dir}/{name}"
+                        sig, flag = seen.get(path), 0
+                        if sig is None:
+                            sig, flag = waiting.get(path), cls.WAITING
+                        rows.append((r << 2 | flag, *(sig if sig is not None else (-1, -1, -1))))
+                        paths.append(fsencode(path))
+                    stack.extend(f"{path_dir}/{d}" for d in reversed(kept[3]))
+        if not paths:
+            return None
+        return cls(roots, array("q", [row[k] for k in range(4) for row in rows]), paths)
+
+    def save(self, path: str | Path) -> None:
+        head = dumps({"v": self.VERSION, "roots": self.roots, "n": len(self.paths)})
+        archivefiles.write_atomic(path, head + self.ints.tobytes() + b"\0".join(self.paths), durable=False)
