@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ledger.index import db as dbmod
-from ledger.plainclass import Plain
+from ledger.index.summary import IndexSummary, summary_line  # noqa: F401 - re-exported (quickpass)
 from ledger.index.sealing import (
     DAMAGED, EVENTS, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, seals, shard_skipped, subdirs,
     watched_unchanged,
@@ -60,63 +60,6 @@ CHANGED_FILE = ".state/changed"  # ledger.sources.archiveformat.CHANGED_FILE
 PROBLEMS = "/problems"  # ledger.sources.archiveformat.PROBLEMS
 ARCHIVE_SKIP = (".state",)
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
-
-
-class IndexSummary(Plain):
-    """ledger.index.indexer.IndexSummary, importable without SQLAlchemy (same fields, same
-    to_dict() and line(); the test compares them field by field). A dataclass, written out
-    (ledger.plainclass)."""
-
-    __slots__ = ("db", "homes", "new", "updated", "unchanged", "removed", "rewritten", "records_read", "skipped",
-                 "rebuilt", "seconds", "absent", "copies", "sessions_new", "sessions_updated")
-
-    def __init__(self, db: str = "", homes: list[str] | None = None, new: int = 0, updated: int = 0,
-                 unchanged: int = 0, removed: int = 0, rewritten: int = 0, records_read: int = 0,
-                 skipped: list[ScanProblem] | None = None, rebuilt: bool = False, seconds: float = 0.0,
-                 absent: list[str] | None = None, copies: int = 0, sessions_new: int = 0,
-                 sessions_updated: int = 0) -> None:
-        self.db = db
-        self.homes: list[str] = [] if homes is None else homes
-        self.new = new
-        self.updated = updated
-        self.unchanged = unchanged
-        self.removed = removed
-        self.rewritten = rewritten
-        self.records_read = records_read
-        self.skipped: list[ScanProblem] = [] if skipped is None else skipped
-        self.rebuilt = rebuilt
-        self.seconds = seconds
-        self.absent: list[str] = [] if absent is None else absent
-        self.copies = copies
-        self.sessions_new = sessions_new
-        self.sessions_updated = sessions_updated
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "db": self.db, "homes": self.homes, "new": self.new, "updated": self.updated,
-            "unchanged": self.unchanged, "removed": self.removed, "rewritten": self.rewritten,
-            "records_read": self.records_read,
-            "skipped": [p.to_dict() for p in self.skipped], "rebuilt": self.rebuilt,
-            "seconds": round(self.seconds, 3), "absent": self.absent, "copies": self.copies,
-            "sessions_new": self.sessions_new, "sessions_updated": self.sessions_updated,
-        }
-
-    def line(self) -> str:
-        return summary_line(self)
-
-
-def summary_line(s: Any) -> str:
-    """`ledger index`'s one line (both IndexSummary classes): the run records, then the
-    imported sessions (re)indexed by the pass, when there were any."""
-    skipped = f"{len(s.skipped)} skipped (damaged)" if s.skipped else "0 skipped"
-    extra = f", {s.removed} removed" if s.removed else ""
-    extra += f", {s.rewritten} rewritten" if s.rewritten else ""
-    extra += f", {s.copies} copies of runs counted from another home" if s.copies else ""
-    extra += f", {len(s.absent)} home(s) not here (kept)" if s.absent else ""
-    if s.sessions_new or s.sessions_updated:
-        extra += f"; imported sessions: {s.sessions_new:,} new, {s.sessions_updated:,} updated"
-    return (f"indexed: {s.new} new, {s.updated} updated, {s.unchanged} unchanged, "
-            f"{skipped}{extra} in {s.seconds:.2f}s" + (" (rebuilt)" if s.rebuilt else ""))
 
 
 class _Changed(Exception):

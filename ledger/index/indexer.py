@@ -73,7 +73,7 @@ import gc
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import sqlalchemy as sa
@@ -88,6 +88,7 @@ from ledger.index.project import Folded
 from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, delete_runs, launcher_dict
 from ledger.index.sourcelist import SOURCES
 from ledger.index.sources import PassContext, Source
+from ledger.index.summary import IndexSummary  # noqa: F401 - what a pass returns (ops imports it here)
 from ledger.index.work import tally
 from ledger.index.workers import SCRATCH_PREFIX, Workers
 from ledger.records.model import ScanProblem
@@ -112,44 +113,6 @@ FIRST_BATCH = 256  # the first batch is small: the workers start while the scan 
 
 homes_t = Home.__table__
 cursors_t = IndexCursor.__table__
-
-
-@dataclass
-class IndexSummary:
-    """What one `ledger index` did (printed as one line, or as JSON with --json)."""
-
-    db: str = ""
-    homes: list[str] = field(default_factory=list)
-    new: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    rewritten: int = 0
-    records_read: int = 0
-    skipped: list[ScanProblem] = field(default_factory=list)
-    rebuilt: bool = False
-    seconds: float = 0.0
-    # issue 11: homes named but not here (kept as they are), runs already counted from
-    # another home (same run id and manifest: not counted again)
-    absent: list[str] = field(default_factory=list)
-    copies: int = 0
-    sessions_new: int = 0  # imported sessions (ledger.index.logsource) written for the first time
-    sessions_updated: int = 0  # ... and written again (their logs grew)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "db": self.db, "homes": self.homes, "new": self.new, "updated": self.updated,
-            "unchanged": self.unchanged, "removed": self.removed, "rewritten": self.rewritten,
-            "records_read": self.records_read,
-            "skipped": [p.to_dict() for p in self.skipped], "rebuilt": self.rebuilt,
-            "seconds": round(self.seconds, 3), "absent": self.absent, "copies": self.copies,
-            "sessions_new": self.sessions_new, "sessions_updated": self.sessions_updated,
-        }
-
-    def line(self) -> str:
-        from ledger.index.fresh import summary_line
-
-        return summary_line(self)
 
 
 Progress = Callable[[int, int], None]  # (done, total)
