@@ -45,12 +45,11 @@ import sqlalchemy as sa
 
 from ledger import progressline
 from ledger.index import logfeed, logrows
+from ledger.index.fresh import LOG_STATE_FORMAT as STATE_V  # the log_state document's own layout ("v")
 from ledger.index.logclients import CLIENTS, state_v
 from ledger.index.logfeed import SOURCES_DIR, archive_files, change_marker, state_problems
 from ledger.index.models import LogState
 from ledger.sources.archiveformat import PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
-
-STATE_V = 1  # the log_state document's own layout ("v"; ledger.index.fresh.LOG_STATE_FORMAT)
 
 state_t = LogState.__table__
 
