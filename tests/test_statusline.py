@@ -179,3 +179,67 @@ def test_the_status_line_imports_neither_sqlalchemy_nor_typer(tmp_path):
     assert p.returncode == 0 and p.stdout.startswith(b"Sonnet 4.5 | session $")
     imported = {line.split("|")[-1].strip().split(".")[0] for line in p.stderr.decode().splitlines() if "|" in line}
     assert "ledger" in imported and not imported & {"sqlalchemy", "typer", "click", "rich", "alembic"}
+
+
+def _append_response(f: Path, n: int, cost: float) -> None:
+    lines = f.read_bytes().splitlines()
+    extra = json.loads(lines[-1])
+    extra["message"]["id"] = f"msg_01appended{n:012d}"
+    extra["requestId"] = f"req_011appended{n:012d}"
+    extra["timestamp"] = "2026-03-02T12:20:00.000Z"
+    extra["costUSD"] = cost
+    with open(f, "ab") as fh:
+        fh.write(json.dumps(extra).encode() + b"\n")
+
+
+def test_a_line_brings_only_its_own_session_up_to_date_until_a_directory_changes(tmp_path):
+    """The status line's refresh checks the transcript's own logs, not every imported one (a
+    stat of each was half of a line's work on a 2,000-session history): another session's new
+    bytes wait for its own line or the next reader; a changed directory (a new log) is the
+    walk, which archives everything."""
+    from ledger.report.statusline import money
+
+    from test_fresh import age
+
+    env = _env(tmp_path)
+    files = _history(tmp_path / "claude")
+    age(tmp_path / "claude")  # (quiet directories: the import keeps their listings, the quick file)
+    mine, other = files[0], files[1]
+    assert _run(env, "statusline", stdin=_doc(mine, mine.stem)).returncode == 0  # imports the config dir
+    today = lambda: {r["key"]: r for r in _report(env, "daily", "--tz", "UTC")["rows"]}["2026-03-02"]["cost_usd"]  # noqa: E731
+    sessions = {r["key"]: r["cost_usd"] for r in _report(env, "session")["rows"]}
+    day = today()
+    _append_response(mine, 1, 0.5)
+    _append_response(other, 2, 0.25)
+    line = _run(env, "statusline", stdin=_doc(mine, mine.stem)).stdout.decode().strip()
+    assert f"session {money(sessions[mine.stem] + 0.5)} reported" in line, line
+    assert f"| today {money(day + 0.5)} |" in line, line  # (the other session's bytes: not yet)
+    assert abs(today() - (day + 0.75)) < 1e-9  # a reader brings every log up to date
+    # a new log in the transcript's project directory: the line's refresh is the walk
+    _append_response(other, 3, 0.125)
+    (mine.parent / "00000000-0000-4000-8000-000000000000.jsonl").write_bytes(b"")
+    line = _run(env, "statusline", stdin=_doc(mine, mine.stem)).stdout.decode().strip()
+    assert f"| today {money(day + 0.875)} |" in line, line
+
+
+def test_the_quick_check_of_one_log_says_walk_when_the_log_is_not_listed(tmp_path):
+    from ledger.sources.archivesummary import ClientSummary
+    from ledger.sources.quickfile import Quick
+
+    root = tmp_path / "c"
+    (root / "projects" / "p").mkdir(parents=True)
+    log = root / "projects" / "p" / "s.jsonl"
+    log.write_bytes(b"{}\n")
+    st, dst = log.stat(), (root / "projects" / "p").stat()
+    pst = (root / "projects").stat()
+    ints = [1, 1, 0, -1, -1, st.st_size, pst.st_mtime_ns, dst.st_mtime_ns, st.st_mtime_ns,
+            pst.st_ino, dst.st_ino, st.st_ino]
+    from array import array
+
+    paths = [os.fsencode(p) for p in (root / "projects", root / "projects" / "p", log)]
+    q = Quick([str(root)], array("q", ints), paths)
+    assert q.check(ClientSummary("claude"), [str(log)]) == []  # (as listed: nothing to archive)
+    assert q.check(ClientSummary("claude"), [str(root / "projects" / "p" / "new.jsonl")]) is None
+    with open(log, "ab") as fh:
+        fh.write(b"{}\n")
+    assert [f.path for f in q.check(ClientSummary("claude"), [str(log)])] == [str(log)]

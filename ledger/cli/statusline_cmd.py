@@ -7,6 +7,7 @@ edit `statusLine` in the user's Claude settings after showing the change.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,11 +51,16 @@ def _figures(doc: dict[str, Any], home: Path | None, db: str | None) -> dict[str
 
     now = now_s()
     home_path = resolve_home(home)
-    _archive_root(home_path, config_root(doc.get("transcript_path") if isinstance(doc.get("transcript_path"), str) else None))
+    transcript = doc.get("transcript_path") if isinstance(doc.get("transcript_path"), str) else None
+    _archive_root(home_path, config_root(transcript))
     keep_sample(home_path, doc, now)
     sid = doc.get("session_id") if isinstance(doc.get("session_id"), str) else None
+    # only this session's logs are brought up to date (an lstat of every imported log was
+    # half of a line's work on a 2,000-session history); other sessions' new bytes come with
+    # their own status lines or the next reader. No transcript: every log, as readers do.
+    only = [os.path.abspath(transcript)] if transcript else None
     return build_reports(home_path, db, [ReportQuery()], notify=_quiet, named=home_named(home),
-                         read_query=lambda c, _q: _Figures(figures(c, sid, now)))[0]
+                         read_query=lambda c, _q: _Figures(figures(c, sid, now)), refresh_only=only)[0]
 
 
 def _archive_root(home: Path, root: Path | None) -> None:

@@ -89,7 +89,7 @@ def read_only_failure(exc: BaseException) -> str | None:
 def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: bool = False,
                 notify: Notify = _quiet, progress: Callable[[int, int], None] | None = None,
                 racy_ns: int | None = None, full: bool = False, stale_ok: bool = False,
-                lock_timeout: float | None = None) -> Any:
+                lock_timeout: float | None = None, refresh_only: list[str] | None = None) -> Any:
     """Index `homes` into the database at `url`; returns an IndexSummary.
 
     `full` looks into every shard directory, sealed ones included (see indexer.SEAL_GRACE_NS),
@@ -106,7 +106,7 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
     t0 = time.perf_counter()
     homes_abs = _usable_homes([os.path.abspath(os.fspath(h)) for h in homes], url, stale_ok, notify)
     for h in homes_abs:
-        _refresh_archive(h, notify)
+        _refresh_archive(h, notify, refresh_only)
         if not stale_ok:  # (a reader writes nothing into a home: its id comes with `ledger index`)
             ensure_home_uid(h)
     if not rebuild and not full:
@@ -182,15 +182,16 @@ def _raise_server_failure(exc: BaseException, url: str) -> None:
 IMPORT_RUNNING = "note: an import is running: figures may be incomplete"
 
 
-def _refresh_archive(home: str, notify: Notify) -> None:
+def _refresh_archive(home: str, notify: Notify, only: list[str] | None = None) -> None:
     """Imported agent logs are brought up to date before indexing (issue 15): after the first
-    `ledger import`, every reader answers with what the clients have written since."""
+    `ledger import`, every reader answers with what the clients have written since (`only`:
+    those logs alone, see ledger.sources.archive.refresh)."""
     if not os.path.isdir(os.path.join(home, "sources")):
         return  # (nothing was ever imported: one stat)
     from ledger.sources.archive import refresh
 
     try:
-        refresh(Path(home), busy=lambda: notify(IMPORT_RUNNING))
+        refresh(Path(home), busy=lambda: notify(IMPORT_RUNNING), only=only)
     except (LedgerError, OSError) as exc:  # the archive is evidence: answer from what it holds
         why = exc.message if isinstance(exc, LedgerError) else (exc.strerror or str(exc))
         notify(f"warning: imported agent logs were not brought up to date ({why}); "

@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from ledger.report.aggregate import run_report
 from ledger.report.query import Report, ReportQuery
 
 Notify = Callable[[str], None]
@@ -112,6 +111,8 @@ def query(url: str, q: ReportQuery) -> Report:
     from ledger.index.ops import reading
 
     with reading(url) as conn:
+        from ledger.report.aggregate import run_report
+
         return run_report(conn, q)
 
 
@@ -122,24 +123,33 @@ def build_report(home: str | os.PathLike[str], db: str | None, q: ReportQuery, *
 
 def build_reports(home: str | os.PathLike[str], db: str | None, queries: list[ReportQuery], *,
                   notify: Notify = _quiet, resync: bool = False, named: bool = True,
-                  read_query: Callable[[Any, ReportQuery], Any] = run_report) -> list[Report]:
+                  read_query: Callable[[Any, ReportQuery], Any] | None = None,
+                  refresh_only: list[str] | None = None) -> list[Report]:
     """Several reports of one snapshot (`ledger report --html`): one index pass, one sync,
     one read transaction. `resync` rebuilds the report's tables whole (`--resync`). `named`:
     False when the home is the platform's default nobody named (ledger.index.ops.reader_homes).
     `read_query`: what reads the synced snapshot for each query (default run_report; `report
-    blocks`: ledger.report.blocks.read_blocks), given the read connection and the query."""
-    from ledger.report.aggregate import reads_groups
+    blocks`: ledger.report.blocks.read_blocks), given the read connection and the query; one
+    of its own reads no group table (and the status line loads no report module for it).
+    `refresh_only`: the imported logs brought up to date first are these alone (a status
+    line's transcript; ledger.sources.archive.refresh), not every one."""
+    groups = False
+    if read_query is None:
+        from ledger.report.aggregate import reads_groups, run_report
 
-    groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
-    reports, skipped = answer(home, db, lambda c: [read_query(c, q) for q in queries], groups=groups,
-                              notify=notify, resync=resync, named=named)
+        read_query = run_report
+        groups = any(reads_groups(q) for q in queries)  # (the group tables are made when first read)
+    read = read_query
+    reports, skipped = answer(home, db, lambda c: [read(c, q) for q in queries], groups=groups,
+                              notify=notify, resync=resync, named=named, refresh_only=refresh_only)
     for report in reports:
         report.unreadable = skipped
     return reports
 
 
 def answer(home: str | os.PathLike[str], db: str | None, read_with: Callable[[Any], Any], *, groups: bool = False,
-           notify: Notify = _quiet, resync: bool = False, named: bool = True) -> tuple[Any, list[dict[str, str]]]:
+           notify: Notify = _quiet, resync: bool = False, named: bool = True,
+           refresh_only: list[str] | None = None) -> tuple[Any, list[dict[str, str]]]:
     """`read_with(conn)` (a rawread.Conn) on an index brought up to date with the home and
     report facts synced with the index (`ledger report compare` reads them too); returns its
     answer and the records the pass could not read (they are in no answer, never silently
@@ -152,7 +162,7 @@ def answer(home: str | os.PathLike[str], db: str | None, read_with: Callable[[An
     home_path = Path(os.path.abspath(os.fspath(home)))
     url = dbmod.resolve_url(index_base(home_path), db)
     homes = reader_homes(home_path, url, named, notify)  # a record store (`ledger push`): every home in it
-    summary = index_homes(homes, url, notify=notify, stale_ok=True)
+    summary = index_homes(homes, url, notify=notify, stale_ok=True, refresh_only=refresh_only)
     if summary.skipped:
         from ledger.records.model import skipped_warnings
 

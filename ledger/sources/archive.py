@@ -92,21 +92,25 @@ def prepare_home(home: Path) -> Path:
     return sources
 
 
-def refresh(home: Path, busy: Callable[[], None] | None = None) -> list[ClientSummary]:
+def refresh(home: Path, busy: Callable[[], None] | None = None, only: list[str] | None = None) -> list[ClientSummary]:
     """Bring every client that was imported into `home` up to date from the config dirs it was
     imported from (readers call this before indexing: after the first `ledger import`, every
     report is current). Only changed logs are read; an importer already at work (it holds the
     home's sources/.lock) is not waited for: what it archives is counted by the next reader,
-    and `busy` is called (once) so that the reader can say its figures may be incomplete."""
+    and `busy` is called (once) so that the reader can say its figures may be incomplete.
+    `only` (absolute log paths: a status line's transcript): only those logs are brought up
+    to date (see Quick.check), in the clients whose config dirs hold them."""
     out = []
     if not os.path.isdir(os.path.join(home, "sources")):
         return out
     for client in CLIENTS.values():
         roots = [Path(r) for r in imported_roots(home, client)]
         roots = [r for r in roots if has_logs_dir(client, r)]
+        if only is not None and not any(p.startswith(os.path.join(os.path.abspath(r), "")) for r in roots for p in only):
+            continue
         if roots:
             try:
-                out.append(import_client(home, client, roots, busy_ok=True))
+                out.append(import_client(home, client, roots, busy_ok=True, only=only))
             except BlockingIOError:
                 if busy is not None:
                     busy()
@@ -124,12 +128,13 @@ def _first_import(client_dir: Path) -> bool:
 
 def import_client(home: Path, client: Client, roots: list[Path],
                   progress: Callable[[int, int], None] | None = None, busy_ok: bool = False,
-                  check: bool = False, fold: bool = False) -> ClientSummary:
+                  check: bool = False, fold: bool = False, only: list[str] | None = None) -> ClientSummary:
     """Archive the new bytes of `client`'s logs below each of `roots` (existing config dirs).
     `check` (`ledger import`; a reader's refresh does not): first check the archive files
     against their state and repair the damaged ones from their logs (Archiver.check_archives).
     `fold` (`ledger import`): a first import also folds what it archives for the index
-    (ledger.sources.prefold); a reader's refresh never imports a first time."""
+    (ledger.sources.prefold); a reader's refresh never imports a first time. `only`: see
+    refresh."""
     roots = [Path(os.path.abspath(r)) for r in roots]  # state keys are absolute paths
     summary = ClientSummary(client.name, roots=[str(r) for r in roots])
     sources = prepare_home(home)
@@ -158,7 +163,7 @@ def import_client(home: Path, client: Client, roots: list[Path],
         quick_path = client_dir / QUICK_FILE
         names = [str(r) for r in roots]
         quick = None if client.key_by_name else Quick.load(quick_path, names)
-        found = quick.check(summary) if quick is not None else None
+        found = quick.check(summary, only) if quick is not None else None
         tree = None
         if found is None:  # (no quick file, or a directory changed: the walk)
             quick = None

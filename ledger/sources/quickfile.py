@@ -65,18 +65,26 @@ class Quick:
             return None
         return cls(roots, ints, paths) if len(paths) == n else None
 
-    def check(self, summary: ClientSummary) -> list[Found] | None:
+    def check(self, summary: ClientSummary, only: list[str] | None = None) -> list[Found] | None:
         """The logs that differ from their entry, stat'ed now (counted in `summary` with the
-        ones that do not), or None (nothing counted) when a directory differs."""
+        ones that do not), or None (nothing counted) when a directory differs.
+
+        `only` (a status line: one session's transcript): the entries of those logs alone are
+        checked, with the directories above them and below their session directories (a
+        new subagent log changes one of them); None, the walk, when a log is not an entry."""
         n = len(self.paths)
         cols = self.ints.tolist()
         kinds, sizes, mtimes, inodes = cols[:n], cols[n:2 * n], cols[2 * n:3 * n], cols[3 * n:]
         lstat, fmt, s_dir, s_reg = os.lstat, stat_mod.S_IFMT, stat_mod.S_IFDIR, stat_mod.S_IFREG
         changed: list[tuple[int, os.stat_result]] = []
         same = waiting = 0
-        i = -1
-        for path, kind, size, mtime, inode in zip(self.paths, kinds, sizes, mtimes, inodes):
-            i += 1
+        entries: Any = enumerate(zip(self.paths, kinds, sizes, mtimes, inodes))
+        if only is not None:
+            picked, p = self._concerning(only, kinds), self.paths
+            if picked is None:
+                return None
+            entries = ((i, (p[i], kinds[i], sizes[i], mtimes[i], inodes[i])) for i in picked)
+        for i, (path, kind, size, mtime, inode) in entries:
             try:
                 st = lstat(path)
             except OSError:
@@ -103,6 +111,16 @@ class Quick:
             path = os.fsdecode(self.paths[i])
             found.append(Found(self.roots[r], path[len(prefixes[r]):], path, st))
         return found
+
+    def _concerning(self, only: list[str], kinds: list[int]) -> list[int] | None:
+        """The entries check(only=...) looks at, or None when one of the logs has none."""
+        logs = {os.fsencode(p) for p in only}
+        below = tuple(p[:-6] + b"/" for p in logs if p.endswith(b".jsonl"))  # its session dir
+        above = {p[:i] for p in logs for i in range(1, len(p)) if p[i] == 47}  # (47: "/")
+        picked = [i for i, path in enumerate(self.paths)
+                  if path in logs or path.startswith(below) or (kinds[i] & self.DIR and path in above)]
+        found = {self.paths[i] for i in picked}
+        return picked if logs <= found else None
 
     def note(self, seen: Mapping[str, list[int]], waiting: Mapping[str, list[int]]) -> bool:
         """The entries of the logs check() found changed, as this import left them; whether
