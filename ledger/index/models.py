@@ -133,6 +133,7 @@ class Run(Base):
         Index("ix_runs_harness", "harness"),
         Index("ix_runs_skill", "skill"),
         Index("ix_runs_run_id", "run_id"),  # (0006: a run is counted once across homes)
+        Index("ix_runs_home_id_parent_run_id", "home_id", "parent_run_id"),  # (0012: `show`'s children)
     )
 
 

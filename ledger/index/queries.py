@@ -190,6 +190,11 @@ def list_runs(conn: Any, home_id: int | None, all_: bool, now: datetime | None =
     return out
 
 
+def _after(prefix: str) -> str:
+    """The least text above every text starting with `prefix` (ASCII: its last character the next)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 def resolve(conn: Any, home_id: int | None, selector: str) -> str:
     """A unique-prefix selector (with or without `run_`) -> run id, by the records' rules.
 
@@ -200,10 +205,20 @@ def resolve(conn: Any, home_id: int | None, selector: str) -> str:
         raise LedgerError("Run id cannot be empty", hint="list ids with `ledger runs`")
     c = wrap(conn)
     n, p = len(sel), len(PREFIX)
-    rows = [] if home_id is None else c.rows(
-        "SELECT run_id, status, problem_path, problem FROM index_cursors WHERE home_id = ? AND "
-        "(substr(run_id, 1, ?) = ? OR (substr(run_id, 1, ?) = ? AND substr(run_id, ?, ?) = ?))",
-        (home_id, n, sel, p, PREFIX, p + 1, n, sel))
+    pick = "SELECT run_id, status, problem_path, problem FROM index_cursors WHERE home_id = ? AND "
+    rows: list = []
+    if home_id is None:
+        pass
+    elif c.dialect == "sqlite" and sel.isascii():
+        # (SQLite compares text byte-wise: each prefix's key range seeks the primary key
+        # instead of testing every cursor of the home; the substr tests stay the rule)
+        rows = c.rows(f"{pick}run_id >= ? AND run_id < ? AND substr(run_id, 1, ?) = ? UNION "
+                      f"{pick}run_id >= ? AND run_id < ? AND substr(run_id, 1, ?) = ? AND substr(run_id, ?, ?) = ?",
+                      (home_id, sel, _after(sel), n, sel,
+                       home_id, PREFIX + sel, _after(PREFIX + sel), p, PREFIX, p + 1, n, sel))
+    else:
+        rows = c.rows(f"{pick}(substr(run_id, 1, ?) = ? OR (substr(run_id, 1, ?) = ? AND substr(run_id, ?, ?) = ?))",
+                      (home_id, n, sel, p, PREFIX, p + 1, n, sel))
     if not rows and home_id is not None:  # an imported session (no record, no cursor)
         rows = [(rid, "indexed", None, None) for (rid,) in c.rows(
             "SELECT run_id FROM runs WHERE home_id = ? AND source != ? AND substr(run_id, 1, ?) = ? LIMIT 2",
