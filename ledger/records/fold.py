@@ -15,7 +15,6 @@ import os
 import stat
 from typing import Any, BinaryIO
 
-import orjson
 
 from ledger.errors import RecordError
 from ledger.records import jsonio
@@ -427,6 +426,8 @@ def fold_file(path: str, state: dict[str, Any], offset: int = 0, *, size: int | 
     """
     fold = fold_event
     fold_list = fold_events_list
+    import orjson  # (here: importing it costs a warm `ledger runs` ~44 M instructions)
+
     loads = orjson.loads
     pos = offset
     line_no = state["lines"]

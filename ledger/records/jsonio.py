@@ -4,17 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+# orjson is imported where it is used: its import (dataclasses, inspect, uuid, platform) costs
+# ~44 M instructions, and a warm `ledger show` or `runs` reads and writes no record JSON.
 
-JSONDecodeError = orjson.JSONDecodeError
+
+def __getattr__(name: str) -> Any:
+    if name == "JSONDecodeError":  # (`except jsonio.JSONDecodeError` looks it up only on an error)
+        import orjson
+
+        return orjson.JSONDecodeError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def loads(data: bytes | str) -> Any:
+    import orjson
+
     return orjson.loads(data)
 
 
 def dumps_compact(obj: Any) -> bytes:
     """One compact line (no trailing newline): the events.jsonl form."""
+    import orjson
+
     try:
         return orjson.dumps(obj)
     except TypeError:
@@ -23,6 +34,8 @@ def dumps_compact(obj: Any) -> bytes:
 
 def dumps_pretty(obj: Any) -> bytes:
     """Pretty JSON with a trailing newline: manifest, context, terminal (as Loopflow writes them)."""
+    import orjson
+
     try:
         return orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n"
     except TypeError:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import orjson
 
 KINDS = ("abandoned", "timeout", "max-cost", "cancelled", "session-error", "evidence-unverified",
          "skill-not-invoked")
@@ -116,6 +115,8 @@ def _error_envelope(content: Any) -> bool:
     if s[:6].lower() == "error:":
         return True
     if s.startswith("{"):
+        import orjson  # (here: importing it costs a warm `ledger runs` ~44 M instructions)
+
         try:
             obj = orjson.loads(s)
         except orjson.JSONDecodeError:
