@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 import orjson
 
 FILE_NAME = "price-rates.json"
-FORMAT = 1
+FORMAT = 2  # (2: an entry names the tiers with rates of their own, ledger.pricing)
 # the usage fields genai-prices is given (ledger.pricing._to_usage)
 FIELDS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
           "cache_write_1h_tokens", "output_tokens")
@@ -239,6 +239,9 @@ def _valid(e: Any) -> bool:
     """An entry read from disk is used only when well formed (a damaged file is not trusted
     to price anything: the model is measured again)."""
     if not isinstance(e, dict) or not isinstance(e.get("until", ""), str):
+        return False
+    tiers = e.get("tiers", [])
+    if not (isinstance(tiers, list) and all(isinstance(t, str) for t in tiers)):
         return False
     if "missing" in e:
         return isinstance(e["missing"], str)

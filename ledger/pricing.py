@@ -130,18 +130,30 @@ def estimate_cost(provider: str | None, model: str | None, counters: Mapping[str
     from ledger import price_rates  # (with orjson and decimal: not loaded by a report that prices nothing)
 
     provider_id = _PROVIDERS.get(provider or "")
-    if service_tier and service_tier != "default":
-        # (not kept in the rate table: a tier's rates are a price variant, asked of genai-prices)
-        return _genai_total(provider_id, model, usage_kwargs, {"service_tier": service_tier})
+    tier = service_tier if service_tier and service_tier != "default" else None
+    context = {"service_tier": tier} if tier else None
+    if "\x00" in model:  # (not a key of the table: see _key)
+        return _genai_total(provider_id, model, usage_kwargs, context)
     table = _rates()
     entry = table.get(provider_id, model)
     if entry is None:
         entry = _measure(table, provider_id, model)
+    # a tier with a price variant of its own has its rates kept as the standard ones are (half
+    # the responses of a Codex 0.169 history run at `priority`: ~45 % of its first report was
+    # genai-prices pricing them one by one); any other tier is priced at the standard rates,
+    # as genai-prices does, so the table holds no more tiers than genai-prices names
+    if tier is not None and tier in entry.get("tiers", ()):
+        entry = table.get(provider_id, _key(model, tier)) or _measure(table, provider_id, model, tier)
     if "missing" in entry:
         return None, entry["missing"]
     if "bands" in entry:
         return float(price_rates.apply(entry, usage_kwargs)), None
-    return _genai_total(provider_id, model, usage_kwargs)
+    return _genai_total(provider_id, model, usage_kwargs, context)
+
+
+def _key(model: str, tier: str | None) -> str:
+    """The rate table's model key: the model, and a tier's after a NUL (neither holds one)."""
+    return model if tier is None else f"{model}\x00{tier}"
 
 
 # -- genai-prices, when the kept rates do not answer (ledger.price_rates) -----------------
@@ -168,15 +180,18 @@ def _genai_total(provider_id: str | None, model: str, usage_kwargs: Mapping[str,
     return None, f"no price for model {model!r} in {price_data_version()}"
 
 
-def _measure(table: price_rates.RateTable, provider_id: str | None, model: str) -> dict[str, Any]:
+def _measure(table: price_rates.RateTable, provider_id: str | None, model: str,
+             tier: str | None = None) -> dict[str, Any]:
     """Find the model as estimate_cost always did (under `provider_id`, else any provider),
-    measure its rates from genai-prices and keep the entry."""
+    measure its rates from genai-prices (at `tier`'s price variant, as calc_price picks it)
+    and keep the entry."""
     from datetime import datetime, timezone
 
     from genai_prices import Usage, calc_price, data_snapshot
     from genai_prices.types import ModelPrice, StartDateConstraint, TieredPrices
 
     snapshot = data_snapshot.get_snapshot()
+    context = {"service_tier": tier} if tier else None
     for pid in ([provider_id, None] if provider_id else [None]):
         try:
             _prov, info = snapshot.find_provider_model(model, None, pid, None)
@@ -185,13 +200,16 @@ def _measure(table: price_rates.RateTable, provider_id: str | None, model: str) 
         entry: dict[str, Any] | None = None
         now = datetime.now(tz=timezone.utc)
         until = _valid_until(info.prices, now.date(), ModelPrice, StartDateConstraint)
+        if until is not False and context:
+            until = _variants_until(info.price_variants or (), context, until, now.date(), StartDateConstraint)
         if until is not False:
-            prices = info.get_prices(now)
+            prices = info.get_prices(now, context)
             starts = [t.start for v in vars(prices).values() if isinstance(v, TieredPrices) for t in v.tiers]
 
             def calc(u: Mapping[str, int], pid: str | None = pid) -> Any:
                 usage = Usage(**u)
-                return (calc_price(usage, model, provider_id=pid) if pid else calc_price(usage, model)).total_price
+                return (calc_price(usage, model, provider_id=pid, price_context=context) if pid
+                        else calc_price(usage, model, price_context=context)).total_price
 
             try:
                 from ledger import price_rates
@@ -202,11 +220,32 @@ def _measure(table: price_rates.RateTable, provider_id: str | None, model: str) 
             if entry is not None and until is not None:
                 entry["until"] = until
         entry = entry if entry is not None else {"genai": True}
+        if tier is None:  # (the tiers with a price variant of their own: see estimate_cost)
+            entry["tiers"] = sorted({v.when["service_tier"] for v in info.price_variants or ()
+                                     if set(v.when) == {"service_tier"}})
         break
     else:
         entry = {"missing": f"no price for model {model!r} in {price_data_version()}"}
-    table.put(provider_id, model, entry)
+    table.put(provider_id, _key(model, tier), entry)
     return entry
+
+
+def _variants_until(variants: Any, context: dict[str, str], until: str | None, today: Any,
+                    start_date: type) -> str | None | bool:
+    """_valid_until with the price variants `context` selects: one that starts on a later date
+    ends the entry then; one that follows the time of day (or anything else) is not kept."""
+    upcoming = [until] if until is not None else []
+    for v in variants:
+        if not all(context.get(k) == val for k, val in v.when.items()):
+            continue
+        c = v.constraint
+        if c is None:
+            continue
+        if type(c) is not start_date:
+            return False
+        if c.start_date > today:
+            upcoming.append(c.start_date.isoformat())
+    return min(upcoming) if upcoming else None
 
 
 def _valid_until(prices: Any, today: Any, model_price: type, start_date: type) -> str | None | bool:

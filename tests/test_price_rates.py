@@ -216,3 +216,50 @@ def test_an_entry_past_its_date_is_measured_again(cache):
     pricing._rates.cache_clear()
     assert pricing.estimate_cost("anthropic", "claude-sonnet-4-5", CLAUDE_RUN) == (0.0027165, None)
     assert "until" not in orjson.loads(path.read_bytes())["entries"][key]
+
+
+def _tiered_models() -> list[tuple[str, str, list[str]]]:
+    """(provider, model, service tiers it has a price variant for) of the providers ledger names."""
+    from genai_prices import data_snapshot
+
+    out = []
+    for p in data_snapshot.get_snapshot().providers:
+        if p.id not in ("anthropic", "openai", "google"):
+            continue
+        for m in p.models:
+            tiers = sorted({v.when["service_tier"] for v in m.price_variants or () if set(v.when) == {"service_tier"}})
+            if tiers:
+                out.append((p.id, m.id, tiers))
+    return out
+
+
+def test_a_tiers_kept_rates_price_exactly_like_genai_prices_variant(cache):
+    """A service tier's rates are kept as the standard ones are (Codex 0.169's `priority`):
+    every estimate equals genai-prices' own with that price context, Decimal for Decimal."""
+    models = _tiered_models()
+    assert len(models) >= 5, models  # (genai-prices 0.2.3 names priority/flex/... for OpenAI models)
+    rnd = random.Random(11)
+    kept = 0
+    for provider, model, tiers in models:
+        for tier in tiers + ["no-such-tier"]:
+            for k in range(4):
+                counters = _counters(rnd, big=k % 2 == 1)
+                want = pricing._genai_total(provider, model, pricing._to_usage(counters),
+                                            {"service_tier": tier})
+                assert pricing.estimate_cost(provider, model, counters, service_tier=tier) == want, (model, tier)
+            entry = pricing._rates().get(provider, pricing._key(model, tier))
+            kept += entry is not None and "bands" in entry
+    assert kept >= len(models)  # (answered from kept rates, not by asking genai-prices each time)
+
+
+def test_a_tier_without_a_variant_keeps_no_entry(cache):
+    """Any other tier string (a hostile log can hold millions) is the standard rates, as
+    genai-prices prices it, and adds nothing to the table."""
+    c = {"input_tokens": 1000, "output_tokens": 300}
+    std = pricing.estimate_cost("openai", "gpt-5.5", c)
+    before = dict(pricing._rates().entries)
+    for i in range(50):
+        assert pricing.estimate_cost("openai", "gpt-5.5", c, service_tier=f"tier-{i}") == std
+    assert pricing._rates().entries == before
+    doc = orjson.loads((cache / price_rates.FILE_NAME).read_bytes())
+    assert not any(k.count("\x00") > 1 and "tier-" in k for k in doc["entries"])
