@@ -243,3 +243,23 @@ def test_the_quick_check_of_one_log_says_walk_when_the_log_is_not_listed(tmp_pat
     with open(log, "ab") as fh:
         fh.write(b"{}\n")
     assert [f.path for f in q.check(ClientSummary("claude"), [str(log)])] == [str(log)]
+
+
+def test_a_transcript_named_through_a_symlink_is_still_brought_up_to_date(tmp_path):
+    """The config dir is imported by its real path; a transcript path through a symlink is
+    not one the kept roots hold as written: the line's refresh is every log's, as a reader's."""
+    from test_fresh import age
+
+    from ledger.report.statusline import money
+
+    env = _env(tmp_path)
+    files = _history(tmp_path / "claude")
+    age(tmp_path / "claude")
+    (tmp_path / "link").symlink_to(tmp_path / "claude")
+    mine = files[0]
+    via = tmp_path / "link" / mine.relative_to(tmp_path / "claude")
+    assert _run(env, "statusline", stdin=_doc(via, mine.stem)).returncode == 0
+    before = {r["key"]: r["cost_usd"] for r in _report(env, "session")["rows"]}[mine.stem]
+    _append_response(mine, 4, 0.5)
+    line = _run(env, "statusline", stdin=_doc(via, mine.stem)).stdout.decode().strip()
+    assert f"session {money(before + 0.5)} reported" in line, line

@@ -99,15 +99,18 @@ def refresh(home: Path, busy: Callable[[], None] | None = None, only: list[str] 
     home's sources/.lock) is not waited for: what it archives is counted by the next reader,
     and `busy` is called (once) so that the reader can say its figures may be incomplete.
     `only` (absolute log paths: a status line's transcript): only those logs are brought up
-    to date (see Quick.check), in the clients whose config dirs hold them."""
+    to date (see Quick.check), in the clients whose config dirs hold them; when no config dir
+    holds them as written (another spelling of the path, a symlink), every log, as without."""
     out = []
     if not os.path.isdir(os.path.join(home, "sources")):
         return out
-    for client in CLIENTS.values():
-        roots = [Path(r) for r in imported_roots(home, client)]
-        roots = [r for r in roots if has_logs_dir(client, r)]
-        if only is not None and not any(p.startswith(os.path.join(os.path.abspath(r), "")) for r in roots for p in only):
-            continue
+    clients = [(client, [r for r in map(Path, imported_roots(home, client)) if has_logs_dir(client, r)])
+               for client in CLIENTS.values()]
+    if only is not None:
+        holding = [(client, roots) for client, roots in clients
+                   if any(p.startswith(os.path.join(os.path.abspath(r), "")) for r in roots for p in only)]
+        clients, only = (holding, only) if holding else (clients, None)
+    for client, roots in clients:
         if roots:
             try:
                 out.append(import_client(home, client, roots, busy_ok=True, only=only))
