@@ -27,10 +27,10 @@ from ledger.report.sqltext import Sql
 # its unknown pieces, and per model of its rows) with group_concat; Python only unites those
 # lists per group. Time reports group by the 15-minute slot: the report_facts scan is in slot
 # order (its primary key), so SQLite groups without sorting, and each slot maps to its bucket
-# once. The lists are checked against counts from the same statement: a run id holding the
+# once (every bucket boundary is on a slot's; else the rows' own instants are grouped). The lists are checked against counts from the same statement: a run id holding the
 # separator makes the piece rows be read one by one (`_row_form`), never a wrong count.
 
-SEP = " "  # (no run id of ledger's holds a space; `_split` proves it per list)
+SEP = " "  # (no run id of ledger's holds a space; _grouped_form checks each list's count)
 
 
 def _count_runs(c: Conn, q: ReportQuery, conds: list[Sql], groups: dict[Any, Agg], totals: Agg) -> None:
