@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 from ledger.index.rawread import Conn
 from ledger.report.accumulate import COST, COST_N, M_COST, M_COST_N, M_PART, M_ROWS, PART, PIECES, Agg, _num
 from ledger.report.buckets import make_buckets
-from ledger.report.factsql import FACTS, _cost_columns, _key_column, _none_if_empty, _rows, _select
+from ledger.report.factsql import FACTS, _cost_columns, _key_column, _rows, _select
 from ledger.report.kinds import SLOT_SECONDS
 from ledger.report.query import ReportQuery
 from ledger.report.sqltext import Sql
@@ -153,47 +153,55 @@ def _tally(rows: Iterable[tuple], per_model: bool, grouped: bool) -> dict[tuple[
     piece, runs with an unknown one, per model [rows, unknown rows, runs, runs with an unknown
     row]], from rows [group, home, pieces, piece runs, unknown piece runs, (model, row runs,
     unknown row runs)]."""
-    seen: dict[tuple[Any, bool], list[Any]] = {}
+    sums: dict[tuple[Any, bool], list[Any]] = {}  # group -> [pieces, unknown pieces, {model: [rows, unknown]}]
+    runs: dict[tuple[Any, Any], list[Any]] = {}  # (group, home) -> the run id sets, the same shape
+    every = ((None, False),)
     for k, home, pieces, piece_runs, unknown_runs, *by_model in rows:
-        for g in (((k, True), (None, False)) if grouped else ((None, False),)):
-            acc = seen.get(g)
+        if pieces.__class__ is not int:
+            pieces = _num(pieces) or 0
+        for g in ((k, True), *every) if grouped else every:
+            acc = sums.get(g)
             if acc is None:
-                acc = seen[g] = [0, 0, {}, {}, {}]
-            acc[0] += _num(pieces) or 0
+                acc = sums[g] = [0, 0, {}]
+            ids = runs.get((g, home))
+            if ids is None:
+                ids = runs[(g, home)] = [set(), set(), {}]
+            acc[0] += pieces
             acc[1] += len(unknown_runs)
-            _runs_of(acc[2], home).update(piece_runs)
-            _runs_of(acc[3], home).update(unknown_runs)
+            ids[0].update(piece_runs)
+            if unknown_runs:
+                ids[1].update(unknown_runs)
             if per_model:
                 model, row_runs, unknown_row_runs = by_model
-                model = _none_if_empty(model)
-                m = acc[4].get(model)
+                model = None if model == "" else model
+                m = acc[2].get(model)
                 if m is None:
-                    m = acc[4][model] = [0, 0, {}, {}]
+                    m = acc[2][model] = [0, 0]
                 m[0] += len(row_runs)
                 m[1] += len(unknown_row_runs)
-                _runs_of(m[2], home).update(row_runs)
-                _runs_of(m[3], home).update(unknown_row_runs)
-    return seen
-
-
-def _runs_of(by_home: dict[Any, set[str]], home: Any) -> set[str]:
-    """The set of run ids of one home (a run is (home, run id): a team index holds several)."""
-    s = by_home.get(home)
-    if s is None:
-        s = by_home[home] = set()
-    return s
-
-
-def _count(by_home: dict[Any, set[str]]) -> int:
-    return sum(len(s) for s in by_home.values())
+                mids = ids[2].get(model)
+                if mids is None:
+                    mids = ids[2][model] = [set(), set()]
+                mids[0].update(row_runs)
+                if unknown_row_runs:
+                    mids[1].update(unknown_row_runs)
+    out = {g: [acc[0], acc[1], 0, 0, {m: [n, bad, 0, 0] for m, (n, bad) in acc[2].items()}] for g, acc in sums.items()}
+    for (g, _), ids in runs.items():  # (a run is (home, run id): a team index holds several homes)
+        acc = out[g]
+        acc[2] += len(ids[0])
+        acc[3] += len(ids[1])
+        for model, (used, unknown) in ids[2].items():
+            acc[4][model][2] += len(used)
+            acc[4][model][3] += len(unknown)
+    return out
 
 
 def _recount(agg: Agg, acc: list[Any]) -> None:
     """One group's counts of pieces replaced by counts of runs (see _count_runs)."""
     v = agg.v
     pieces, unknown = _num(v[PIECES]) or 0, (_num(v[PIECES]) or 0) - (_num(v[COST_N]) or 0)
-    runs = pieces - acc[0] + _count(acc[2])
-    unmeasured = unknown - acc[1] + _count(acc[3])
+    runs = pieces - acc[0] + acc[2]
+    unmeasured = unknown - acc[1] + acc[3]
     v[PIECES], v[COST_N] = runs, runs - unmeasured
     if runs - unmeasured == 0 and v[COST] is not None:  # no run fully known: every known figure is a part
         v[PART] = _num(v[COST]) + (_num(v[PART]) or 0)
@@ -203,8 +211,8 @@ def _recount(agg: Agg, acc: list[Any]) -> None:
         if mv is None:
             continue
         n, bad = _num(mv[M_ROWS]) or 0, (_num(mv[M_ROWS]) or 0) - (_num(mv[M_COST_N]) or 0)
-        n2 = n - rows + _count(used)
-        bad2 = bad - unknown_rows + _count(unknown_runs)
+        n2 = n - rows + used
+        bad2 = bad - unknown_rows + unknown_runs
         mv[M_ROWS], mv[M_COST_N] = n2, n2 - bad2
         if n2 - bad2 == 0 and mv[M_COST] is not None:
             mv[M_PART] = _num(mv[M_COST]) + (_num(mv[M_PART]) or 0)
