@@ -44,7 +44,8 @@ def _session_log(cfg: Path, responses: list[tuple[str, str]], started: str) -> N
                          requestRef=f"req_{n}",
                          message={"id": f"msg_{n}", "model": model, "role": "assistant", "stop_reason": "end_turn",
                                   "content": [{"type": "text", "text": "ok"}],
-                                  "usage": {"input_tokens": 10 + n, "output_tokens": 5, "cache_read_input_tokens": 100}}))
+                                  "usage": {"input_tokens": 10 + n, "output_tokens": 5,
+                                            "cache_read_input_tokens": 100}}))
     p = cfg / "projects" / "-home-u-work-proj" / f"{SESSION}.jsonl"
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("".join(out))

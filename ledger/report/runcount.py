@@ -27,8 +27,9 @@ from ledger.report.sqltext import Sql
 # its unknown pieces, and per model of its rows) with group_concat; Python only unites those
 # lists per group. Time reports group by the 15-minute slot: the report_facts scan is in slot
 # order (its primary key), so SQLite groups without sorting, and each slot maps to its bucket
-# once (every bucket boundary is on a slot's; else the rows' own instants are grouped). The lists are checked against counts from the same statement: a run id holding the
-# separator makes the piece rows be read one by one (`_row_form`), never a wrong count.
+# once (every bucket boundary is on a slot's; else the rows' own instants are grouped). The
+# lists are checked against counts from the same statement: a run id holding the separator
+# makes the piece rows be read one by one (`_row_form`), never a wrong count.
 
 SEP = " "  # (no run id of ledger's holds a space; _grouped_form checks each list's count)
 
@@ -143,8 +144,8 @@ def _row_form(c: Conn, q: ReportQuery, conds: list[Sql], key: str, per_model: bo
     out = []
     for r in _rows(c, _select(cols, f, _where(conds))):
         run = [r[3]]
-        out.append((r[0] if key_of is None else key_of(r[1], r[3], r[0]), r[1], r[2], run if r[2] else [], run if r[4] else [],
-                    *((r[5], run, run if r[6] else []) if per_model else ())))
+        out.append((r[0] if key_of is None else key_of(r[1], r[3], r[0]), r[1], r[2], run if r[2] else [],
+                    run if r[4] else [], *((r[5], run, run if r[6] else []) if per_model else ())))
     return out
 
 
