@@ -263,3 +263,37 @@ def test_a_transcript_named_through_a_symlink_is_still_brought_up_to_date(tmp_pa
     _append_response(mine, 4, 0.5)
     line = _run(env, "statusline", stdin=_doc(via, mine.stem)).stdout.decode().strip()
     assert f"session {money(before + 0.5)} reported" in line, line
+
+
+@pytest.mark.parametrize("now", ["2026-03-02T12:30:00Z", "2026-03-02T10:20:00Z", "2026-03-01T20:30:00Z",
+                                 "2026-03-02T00:10:00Z", "2026-03-02T18:00:00Z", "2026-03-05T09:00:00Z"])
+def test_one_scan_for_today_and_the_block_gives_the_figures_of_their_own_scans(tmp_path, now):
+    """figures() sums today's and the active block's rows in one scan (each sum over its own
+    rows in their order): float for float what the two scans of their own give."""
+    import sqlite3
+    from datetime import datetime
+
+    from ledger.index.dbapi import Conn
+    from ledger.report.blocks import active_totals
+    from ledger.report.costs import pieces_cost_of, pieces_cost_sql
+    from ledger.report.kinds import SLOT_SECONDS
+    from ledger.report.statusline import day_bounds, figures
+
+    env = _env(tmp_path)
+    files = _history(tmp_path / "claude")
+    assert _run(env, "statusline", stdin=_doc(files[0], files[0].stem)).returncode == 0
+    assert _run(env, "report").returncode == 0
+    con = sqlite3.connect(tmp_path / "home" / "index.sqlite")
+    c = Conn(con, "sqlite")
+    t = datetime.fromisoformat(now.replace("Z", "+00:00")).timestamp()
+    got = figures(c, files[0].stem, t)
+    start, end = day_bounds(t)
+    today = pieces_cost_of(c.rows("SELECT " + pieces_cost_sql("run_cost_auto", "run_cost_auto_partial", "run_basis_auto")
+                                  + " FROM report_facts WHERE piece = 1 AND slot >= ? AND slot < ?",
+                                  (start // SLOT_SECONDS, -(-end // SLOT_SECONDS)))[0])
+    assert got["today"] == today and got["block"] == active_totals(c, t)
+    if now == "2026-03-02T12:30:00Z":  # (not vacuous: a block and a day with costs)
+        assert got["block"]["cost_usd"] and today["cost_usd"]
+    if now == "2026-03-02T00:10:00Z":  # (the block began the day before: its rows are not the day's)
+        assert got["block"]["cost_usd"] and today["cost_usd"] and got["block"]["cost_usd"] != today["cost_usd"]
+    con.close()
