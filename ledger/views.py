@@ -210,7 +210,8 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
                 sel.runs = queries.snapshots_of(conn, hid, sel.runs)
                 indexed_costs(conn, hid, sel.runs, current)
             if not sel.runs and not wide:  # an empty window: say whether older runs exist
-                sel.in_all = count_all(queries.list_candidates(conn, hid, True, now), filters)
+                sel.in_all = (queries.count_runs(conn, hid) if top is not None  # (no filter: every run counts)
+                              else count_all(queries.list_candidates(conn, hid, True, now), filters))
             return sel
 
     return ops.read_repairing(homes, url, read, notify)

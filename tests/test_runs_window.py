@@ -148,3 +148,24 @@ def test_a_default_runs_reads_only_the_newest(home, db_url, monkeypatch):
     assert calls == []
     assert cli("runs", "--json", "--db", db_url, "--harness", "claude").exit_code == 0
     assert len(calls) == 1  # (a filter applies to runs the database would not return: every candidate)
+
+
+def test_an_empty_window_counts_every_run_without_reading_them(home, db_url, monkeypatch):
+    """`0 runs in the last 7 days (N in all: --all)`: without a filter, N is a count in the
+    index (a dormant home of 10,000 old runs is not read to say so); with one, the rule's."""
+    for d in (10, 20, 30):
+        make_run(home, created_at=_text(datetime.now(timezone.utc) - timedelta(days=d)))
+    make_run(home, created_at="2021-05-06T07:08:09.000001Z", harness="codex")
+    assert cli("index", "--db", db_url).exit_code == 0
+    real, calls = queries.list_candidates, []
+
+    def every(*a, **k):
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(queries, "list_candidates", every)
+    res = cli("runs", "--db", db_url)
+    assert res.exit_code == 0 and "0 runs in the last 7 days (4 in all: --all)" in res.stdout, res.output
+    assert calls == []
+    res = cli("runs", "--db", db_url, "--harness", "codex")
+    assert "0 runs in the last 7 days (1 in all: --all)" in res.stdout and len(calls) == 2

@@ -192,6 +192,15 @@ def newest_candidates(conn: Any, home_id: int | None, top: int, cutoff: datetime
     return out, size
 
 
+def count_runs(conn: Any, home_id: int | None) -> int:
+    """How many runs `--all` lists without a filter (list_candidates(all_=True), counted):
+    the home's runs and its unreadable ones."""
+    if home_id is None:
+        return 0
+    c = wrap(conn)
+    return c.one("SELECT count(*) FROM runs WHERE home_id = ?", (home_id,))[0] + len(_unreadable(c, home_id))
+
+
 def _candidates_of(rows: list[tuple], subjects: dict[str, list[Subject]]) -> list[Any]:
     return [Candidate(run_id, utc_text(created), "settled" if settled else _liveness(host, boot, pid, ticks),
                       harness, outcome, skill, source, subjects.get(run_id, []), worktree, cwd)
