@@ -187,24 +187,31 @@ def indexed_selection(home: Path, db: str | None, all_: bool, notify: Any, now: 
                       filters: Any = None, named: bool = True) -> Any:
     """`indexed_runs` with filters (ledger.records.selection.RunFilter); a Selection."""
     from ledger.index import ops, queries, rawread
-    from ledger.records.selection import count_all, select
+    from ledger.records.selection import count_all, pushed_limit, select, window_cutoff
     from ledger.store.layout import single_home
 
     store, home = home, single_home(home, "runs")
     url, homes, current = _index(store, db, notify, named)
     # the database returns the default window's candidates; a --since / --until range needs them all
     wide = all_ or (filters is not None and (filters.ranged or filters.since is not None or filters.until is not None))
+    now = now or datetime.now(timezone.utc)  # (one window: the database's and the rule's)
+    top = pushed_limit(all_, filters)
 
     def read() -> Any:
         # the rule picks among light candidates; only the runs it shows become full snapshots
         with rawread.reading(url) as conn:  # (the driver: no SQLAlchemy, issue 10)
             hid = _home_row(conn, url, home, notify)
-            sel = select(queries.list_candidates(conn, hid, wide, now), all_, now, filters)
+            if top is None:
+                sel = select(queries.list_candidates(conn, hid, wide, now), all_, now, filters)
+            else:  # only the window and the limit apply: the database returns the newest runs
+                cands, size = queries.newest_candidates(conn, hid, top, window_cutoff(now))
+                sel = select(cands, all_, now, filters, size)
             if hid is not None:
                 sel.runs = queries.snapshots_of(conn, hid, sel.runs)
                 indexed_costs(conn, hid, sel.runs, current)
             if not sel.runs and not wide:  # an empty window: say whether older runs exist
-                sel.in_all = count_all(queries.list_candidates(conn, hid, True, now), filters)
+                sel.in_all = (queries.count_runs(conn, hid) if top is not None  # (no filter: every run counts)
+                              else count_all(queries.list_candidates(conn, hid, True, now), filters))
             return sel
 
     return ops.read_repairing(homes, url, read, notify)

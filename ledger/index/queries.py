@@ -143,6 +143,10 @@ def _unreadable(c: Conn, home_id: int) -> list[RunSnapshot]:
     return out
 
 
+_CANDIDATE_SELECT = ("SELECT run_id, created_at, settled, harness, outcome, skill, source, host, boot_id, launcher_pid, "
+                     "launcher_start_ticks, worktree, cwd FROM runs")
+
+
 def list_candidates(conn: Any, home_id: int | None, all_: bool, now: datetime | None = None) -> list[Any]:
     """The selection's inputs, light (no usage, no verdict): ten thousand runs cost a few
     tuples each instead of a full snapshot. Unreadable records are full (they hold nothing)."""
@@ -151,14 +155,57 @@ def list_candidates(conn: Any, home_id: int | None, all_: bool, now: datetime | 
     c = wrap(conn)
     cond, params, sub_cond, sub_params = _window(c, all_, now)
     subjects = _subjects(c, home_id, sub_cond, sub_params)
-    out: list[Any] = [
-        Candidate(run_id, utc_text(created), "settled" if settled else _liveness(host, boot, pid, ticks),
-                  harness, outcome, skill, source, subjects.get(run_id, []), worktree, cwd)
-        for run_id, created, settled, harness, outcome, skill, source, host, boot, pid, ticks, worktree, cwd in c.rows(
-            "SELECT run_id, created_at, settled, harness, outcome, skill, source, host, boot_id, launcher_pid, "
-            f"launcher_start_ticks, worktree, cwd FROM runs WHERE home_id = ?{cond}", (home_id, *params))]
+    out = _candidates_of(c.rows(f"{_CANDIDATE_SELECT} WHERE home_id = ?{cond}", (home_id, *params)), subjects)
     out.extend(_unreadable(c, home_id))
     return out
+
+
+def newest_candidates(conn: Any, home_id: int | None, top: int, cutoff: datetime) -> tuple[list[Any], int]:
+    """The candidates of a default selection that shows at most `top` runs of the window
+    (runs started at or after `cutoff`) when nothing else applies (selection.pushed_limit):
+    the window's runs started at or after its `top`-th newest start (the ties there included:
+    the rule orders them), every unsettled and unreadable run (their own rule); and how many
+    runs the window holds (`select(window_size=)`: the hidden count). A busy week costs its
+    `top` newest rows, not every run of the week."""
+    if home_id is None:
+        return [], 0
+    c = wrap(conn)
+    cut = _datetime_param(c, cutoff)
+    # (each query its own index: created_at's covering one for the edge and the count)
+    (size,) = c.one("SELECT count(*) FROM runs WHERE home_id = ? AND created_at >= ?", (home_id, cut))
+    rows: list[tuple] = []
+    if top > 0:
+        nth = c.one("SELECT created_at FROM runs WHERE home_id = ? AND created_at >= ? ORDER BY created_at DESC "
+                    "LIMIT 1 OFFSET ?", (home_id, cut, top - 1))
+        rows = c.rows(f"{_CANDIDATE_SELECT} WHERE home_id = ? AND created_at >= ?",
+                      (home_id, cut if nth is None else nth[0]))  # (None: the window holds at most `top` runs)
+    seen = {r[0] for r in rows}
+    rows += [r for r in c.rows(f"{_CANDIDATE_SELECT} WHERE home_id = ? AND settled = ?", (home_id, False))
+             if r[0] not in seen]
+    subjects: dict[str, list[Subject]] = {}
+    ids = sorted(r[0] for r in rows)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        subjects.update(_subjects(c, home_id, f" AND run_id IN ({c.marks(len(chunk))})", tuple(chunk)))
+    out = _candidates_of(rows, subjects)
+    out.extend(_unreadable(c, home_id))
+    return out, size
+
+
+def count_runs(conn: Any, home_id: int | None) -> int:
+    """How many runs `--all` lists without a filter (list_candidates(all_=True), counted):
+    the home's runs and its unreadable ones."""
+    if home_id is None:
+        return 0
+    c = wrap(conn)
+    return c.one("SELECT count(*) FROM runs WHERE home_id = ?", (home_id,))[0] + len(_unreadable(c, home_id))
+
+
+def _candidates_of(rows: list[tuple], subjects: dict[str, list[Subject]]) -> list[Any]:
+    return [Candidate(run_id, utc_text(created), "settled" if settled else _liveness(host, boot, pid, ticks),
+                      harness, outcome, skill, source, subjects.get(run_id, []), worktree, cwd)
+            for run_id, created, settled, harness, outcome, skill, source, host, boot, pid, ticks, worktree, cwd
+            in rows]
 
 
 def snapshots_of(conn: Any, home_id: int, chosen: list[Any]) -> list[RunSnapshot]:

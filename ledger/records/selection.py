@@ -10,7 +10,7 @@ run that has none (running, abandoned, unknown, unreadable).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
 from typing import Iterable, Sequence
@@ -67,8 +67,27 @@ class Selection:
     in_all: int | None = None
 
 
+def window_cutoff(now: datetime) -> datetime:
+    """The start of the default window: a run started at or after it is recent."""
+    return now - timedelta(days=RECENT_DAYS)
+
+
+def pushed_limit(all_: bool, filters: RunFilter | None) -> int | None:
+    """How many of the window's newest runs `select` can show, when nothing but the default
+    window and the limit apply: the index then returns only those (ties at the last one
+    included), the unterminated runs and the window's size (queries.newest_candidates).
+    None: any other filter or range applies, and `select` needs every candidate."""
+    f = filters or RunFilter()
+    # every field but the limit at its "not applied" value (a new filter falls back to the full path)
+    if all_ or any(getattr(f, x.name) for x in fields(f) if x.name != "limit"):
+        return None
+    return f.limit if f.limit is not None else RECENT_LIMIT
+
+
 def select(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = None,
-           filters: RunFilter | None = None) -> Selection:
+           filters: RunFilter | None = None, window_size: int | None = None) -> Selection:
+    """The rule. `window_size`: how many runs the default window holds in all, when the caller
+    passed only the newest of them (pushed_limit); the rest are counted hidden."""
     f = filters or RunFilter()
     ordered = sorted((s for s in snapshots if f.matches(s)), key=lambda s: (s.started or "", s.id), reverse=True)
     ranged = f.ranged or f.since is not None or f.until is not None
@@ -81,14 +100,14 @@ def select(snapshots: Iterable[RunSnapshot], all_: bool, now: datetime | None = 
         limit = f.limit if f.limit is not None else len(chosen)
         return Selection(chosen[:limit], max(0, len(chosen) - limit), f)
     now = now or datetime.now(timezone.utc)
-    cutoff = since if ranged else (now - timedelta(days=RECENT_DAYS)).strftime(_STAMP)
+    cutoff = since if ranged else window_cutoff(now).strftime(_STAMP)
     window = [s for s in ordered if cutoff is None or (s.started or "") >= cutoff]
     limit = f.limit if f.limit is not None else RECENT_LIMIT
     recent = window[:limit]
     chosen = {s.id for s in recent}
     extra = [] if ranged else [s for s in ordered if s.state != "settled" and s.id not in chosen]
     runs = sorted(recent + extra, key=lambda s: (s.started or "", s.id), reverse=True)
-    return Selection(runs, len(window) - len(recent), f)
+    return Selection(runs, (len(window) if window_size is None else window_size) - len(recent), f)
 
 
 def count_all(snapshots: Iterable[RunSnapshot], filters: RunFilter | None = None) -> int:
