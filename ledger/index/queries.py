@@ -15,13 +15,13 @@ a sqlite3 connection or an SQLAlchemy connection.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 
 from ledger.errors import AmbiguousRun, LedgerError, RecordError, RunNotFound
 from ledger.index.rawread import Conn, boolean, utc_text, wrap
+from ledger.plainclass import Plain
 from ledger.records.fold import new_state, stream_totals
 from ledger.records.ids import PREFIX
 from ledger.records.liveness import liveness
@@ -87,21 +87,35 @@ def _subjects(c: Conn, home_id: int, where: str = "", params: tuple = ()) -> dic
     return out
 
 
-@dataclass
-class Candidate:
+class Candidate(Plain):
     """What the selection rule (ledger.records.selection) reads of a run: `ledger runs` picks
     among these and builds full snapshots only for the runs it shows."""
 
-    id: str
-    started: str | None
-    state: str
-    harness: str | None
-    outcome: str | None
-    skill: str | None
-    source: str
-    subjects: list[Subject]
-    worktree: str | None = None  # (with the cwd: the run's project, `--project`)
-    cwd: str | None = None
+    __slots__ = ("id", "started", "state", "harness", "outcome", "skill", "source", "subjects", "worktree", "cwd")
+
+    def __init__(
+            self,
+            id: str,
+            started: str | None,
+            state: str,
+            harness: str | None,
+            outcome: str | None,
+            skill: str | None,
+            source: str,
+            subjects: list[Subject],
+            worktree: str | None = None,  # (with the cwd: the run's project, `--project`)
+            cwd: str | None = None,
+    ) -> None:
+        self.id = id
+        self.started = started
+        self.state = state
+        self.harness = harness
+        self.outcome = outcome
+        self.skill = skill
+        self.source = source
+        self.subjects = subjects
+        self.worktree = worktree
+        self.cwd = cwd
 
 
 def _datetime_param(c: Conn, dt: datetime) -> Any:

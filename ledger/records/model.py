@@ -225,6 +225,7 @@ class UsageStreamTotals(Plain):
         self.counters = counters
         self.cost_usd = cost_usd
 
+
 class RunSnapshot(Plain):
     """What a reader knows about one run. `to_dict()` is the `--json` shape (stable)."""
 

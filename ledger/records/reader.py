@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
 from ledger.errors import RecordError
+from ledger.plainclass import Plain
 from ledger.records import jsonio
 from ledger.records.fold import (
     command_text, exit_code_of, fold_file, new_state, open_regular, read_regular, reduce_usage, run_model, stream_totals,
@@ -190,13 +190,22 @@ def context_valid(run_path: str, manifest: Manifest) -> bool:
     return read == size and digest.hexdigest() == ref["content_sha256"]
 
 
-@dataclass
-class Terminal:
-    present: bool
-    valid: bool
-    outcome: str | None = None
-    ended_at: str | None = None
-    ended_dt: datetime | None = None  # ended_at parsed (UTC)
+class Terminal(Plain):
+    __slots__ = ("present", "valid", "outcome", "ended_at", "ended_dt")
+
+    def __init__(
+            self,
+            present: bool,
+            valid: bool,
+            outcome: str | None = None,
+            ended_at: str | None = None,
+            ended_dt: datetime | None = None,  # ended_at parsed (UTC)
+    ) -> None:
+        self.present = present
+        self.valid = valid
+        self.outcome = outcome
+        self.ended_at = ended_at
+        self.ended_dt = ended_dt
 
 
 def read_terminal(run_path: str) -> Terminal:

@@ -10,11 +10,11 @@ run that has none (running, abandoned, unknown, unreadable).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from fnmatch import fnmatchcase
 from typing import Iterable, Sequence
 
+from ledger.plainclass import Plain
 from ledger.records.model import RunSnapshot
 from ledger.records.project import project_matches, project_of
 
@@ -23,19 +23,32 @@ RECENT_LIMIT = 50
 _STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # the records' started text sorts like time (years >= 1000)
 
 
-@dataclass
-class RunFilter:
-    harness: Sequence[str] = ()
-    outcome: Sequence[str] = ()
-    subject: Sequence[str] = ()
-    skill: Sequence[str] = ()
-    source: Sequence[str] = ()
-    project: Sequence[str] = ()  # (ledger.records.project: the worktree, else the cwd; whole or its last part)
-    since: datetime | None = None  # UTC: started at or after
-    until: datetime | None = None  # UTC: started before
-    limit: int | None = None
-    ranged: bool = False  # --since / --until given (an open end included): no default window
+class RunFilter(Plain):
+    __slots__ = ("harness", "outcome", "subject", "skill", "source", "project", "since", "until", "limit", "ranged")
 
+    def __init__(
+            self,
+            harness: Sequence[str] = (),
+            outcome: Sequence[str] = (),
+            subject: Sequence[str] = (),
+            skill: Sequence[str] = (),
+            source: Sequence[str] = (),
+            project: Sequence[str] = (),  # (ledger.records.project: the worktree, else the cwd; whole or its last part)
+            since: datetime | None = None,  # UTC: started at or after
+            until: datetime | None = None,  # UTC: started before
+            limit: int | None = None,
+            ranged: bool = False,  # --since / --until given (an open end included): no default window
+    ) -> None:
+        self.harness = harness
+        self.outcome = outcome
+        self.subject = subject
+        self.skill = skill
+        self.source = source
+        self.project = project
+        self.since = since
+        self.until = until
+        self.limit = limit
+        self.ranged = ranged
 
     def matches(self, s: RunSnapshot) -> bool:
         def any_of(patterns: Sequence[str], values: Iterable[str | None]) -> bool:
@@ -57,14 +70,22 @@ class RunFilter:
         return True
 
 
-@dataclass
-class Selection:
-    runs: list[RunSnapshot]
-    hidden: int = 0  # runs of the window left out by the limit
-    filters: RunFilter = field(default_factory=RunFilter)
-    # the default window showed none: how many runs (matching the filters) there are in all
-    # (`ledger runs` then says `0 runs in the last 7 days (53 in all: --all)`); None: not asked
-    in_all: int | None = None
+class Selection(Plain):
+    __slots__ = ("runs", "hidden", "filters", "in_all")
+
+    def __init__(
+            self,
+            runs: list[RunSnapshot],
+            hidden: int = 0,  # runs of the window left out by the limit
+            filters: RunFilter | None = None,
+            # the default window showed none: how many runs (matching the filters) there are in all
+            # (`ledger runs` then says `0 runs in the last 7 days (53 in all: --all)`); None: not asked
+            in_all: int | None = None,
+    ) -> None:
+        self.runs = runs
+        self.hidden = hidden
+        self.filters = RunFilter() if filters is None else filters
+        self.in_all = in_all
 
 
 def window_cutoff(now: datetime) -> datetime:
@@ -79,7 +100,7 @@ def pushed_limit(all_: bool, filters: RunFilter | None) -> int | None:
     None: any other filter or range applies, and `select` needs every candidate."""
     f = filters or RunFilter()
     # every field but the limit at its "not applied" value (a new filter falls back to the full path)
-    if all_ or any(getattr(f, x.name) for x in fields(f) if x.name != "limit"):
+    if all_ or any(getattr(f, name) for name in f.__slots__ if name != "limit"):
         return None
     return f.limit if f.limit is not None else RECENT_LIMIT
 
