@@ -89,10 +89,15 @@ def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def measure(home: Path, src: Path, repeat: int, ccusage: str | None, instructions: bool) -> dict:
+def measure(home: Path, src: Path, repeat: int, ccusage: str | None, instructions: bool,
+            installed: bool = False) -> dict:
     import bench_warm
 
-    env = {**bench_warm._env(home), "PYTHONPATH": str(ROOT)}
+    env = bench_warm._env(home)
+    if installed:  # (the interpreter's own ledger: what a user's `pip install .` runs)
+        env.pop("PYTHONPATH", None)
+    else:
+        env["PYTHONPATH"] = str(ROOT)
     cs = cases(home, src, ccusage)
     for name, argv, extra, stdin, _ in cs:  # warm-up (page cache; ccusage's first parse)
         _wall(argv, {**env, **extra}, stdin)
@@ -109,12 +114,15 @@ def measure(home: Path, src: Path, repeat: int, ccusage: str | None, instruction
             "load": (load0, _load()), "line": line}
 
 
-def render(res: dict, runs: int, sessions: int, repeat: int, ccusage: str | None) -> tuple[str, str]:
+def render(res: dict, runs: int, sessions: int, repeat: int, ccusage: str | None,
+           installed: bool = False) -> tuple[str, str]:
     times, ir = res["times"], res["ir"]
     floor = statistics.median(times[FLOOR])
     floor_ir = ir.get(FLOOR)
-    cmd = (f"python scripts/bench.py warm --floor --runs {runs} --sessions {sessions} --repeat {repeat}"
-           + (f" --ccusage {ccusage}" if ccusage else "") + (" --instructions" if ir else ""))
+    cmd = (("VENV/bin/python" if installed else "python")
+           + f" scripts/bench.py warm --floor --runs {runs} --sessions {sessions} --repeat {repeat}"
+           + (f" --ccusage {ccusage}" if ccusage else "") + (" --instructions" if ir else "")
+           + (" --installed" if installed else ""))
     head = (f"`{cmd}`: {runs:,} runs, {sessions:,} imported Claude sessions, {repeat} interleaved rounds; load "
             f"average (1/5/15 min) {res['load'][0]} before the rounds, {res['load'][1]} after. Median wall time "
             "(best in brackets) as a ratio to the floor's median in the same rounds"
@@ -177,8 +185,8 @@ def main(args) -> int:
     bench_warm.CHECKOUT = ROOT  # (prepare runs this tree's code too)
     bench_warm.prepare(home, args.runs, 0.0, 0.0, sessions)
     bench_warm.CHECKOUT = None
-    res = measure(home, base / f"claude-{sessions}", args.repeat, args.ccusage, args.instructions)
-    warm, status = render(res, args.runs, sessions, args.repeat, args.ccusage)
+    res = measure(home, base / f"claude-{sessions}", args.repeat, args.ccusage, args.instructions, args.installed)
+    warm, status = render(res, args.runs, sessions, args.repeat, args.ccusage, args.installed)
     print(warm)
     print(status)
     if args.write_docs:

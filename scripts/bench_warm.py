@@ -415,6 +415,9 @@ def main(argv: list[str]) -> int:
                     help="issues 28/29: each warm read and the status line against `python -c \"import sqlite3, json\"` "
                          "(scripts/bench_floor.py; --sessions defaults to 2000)")
     ap.add_argument("--ccusage", help="--floor: a ccusage binary whose statusline is measured beside")
+    ap.add_argument("--installed", action="store_true",
+                    help="--floor: measure the ledger installed for this interpreter (its console script, no "
+                         "PYTHONPATH), e.g. a user's `pip install .` in a venv: `VENV/bin/python scripts/bench.py ...`")
     ap.add_argument("--write-docs", action="store_true", help="replace the Warm reads section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     if args.floor:

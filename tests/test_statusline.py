@@ -297,3 +297,40 @@ def test_one_scan_for_today_and_the_block_gives_the_figures_of_their_own_scans(t
     if now == "2026-03-02T00:10:00Z":  # (the block began the day before: its rows are not the day's)
         assert got["block"]["cost_usd"] and today["cost_usd"] and got["block"]["cost_usd"] != today["cost_usd"]
     con.close()
+
+
+def test_the_quick_file_finds_one_logs_entries_in_its_bytes_as_in_its_list(tmp_path):
+    """Quick._concerning on a loaded file (the paths' bytes, never split) picks what a scan of
+    the path list picks: the log, the directories above it, what is below its session dir."""
+    from array import array
+
+    from ledger.sources.quickfile import Quick
+
+    root = "/c"
+    dirs = ["/c/projects", "/c/projects/a", "/c/projects/a/s1", "/c/projects/a/s1/subagents", "/c/projects/b"]
+    logs = ["/c/projects/a/s1.jsonl", "/c/projects/a/s10.jsonl", "/c/projects/a/s1/subagents/x.jsonl",
+            "/c/projects/b/s1.jsonl", "/c/projects/a/s2.jsonl"]
+    entries = [(p, 1) for p in dirs] + [(p, 0) for p in logs]
+    entries.sort(key=lambda e: e[0][::-1])  # (any order: the walk's is not sorted)
+    n = len(entries)
+    ints = array("q", [k for _, k in entries] + [-1] * n + [0] * n + [0] * n)
+    q = Quick([root], ints, [os.fsencode(p) for p, _ in entries])
+    q.save(tmp_path / "quick.bin")
+    loaded = Quick.load(tmp_path / "quick.bin", [root])
+    assert loaded is not None and loaded._paths is None
+
+    def rule(only):  # (the scan of the list, as the check was first written)
+        want = {os.fsencode(p) for p in only}
+        below = tuple(p[:-6] + b"/" for p in want)
+        above = {p[:i] for p in want for i in range(1, len(p)) if p[i] == 47}
+        got = [(i, p) for i, (p, k) in enumerate((os.fsencode(p), k) for p, k in entries)
+               if p in want or p.startswith(below) or (k and p in above)]
+        return got if want <= {p for _, p in got} else None
+
+    for only in (["/c/projects/a/s1.jsonl"], ["/c/projects/b/s1.jsonl"], ["/c/projects/a/s2.jsonl"],
+                 ["/c/projects/a/s1.jsonl", "/c/projects/b/s1.jsonl"], ["/c/projects/a/s3.jsonl"]):
+        assert loaded._concerning(only) == rule(only), only
+        assert Quick.load(tmp_path / "quick.bin", [root])._concerning(only) == q._concerning(only)
+    assert [p for _, p in loaded._concerning(["/c/projects/a/s1.jsonl"])] == sorted(
+        [b"/c/projects", b"/c/projects/a", b"/c/projects/a/s1.jsonl", b"/c/projects/a/s1/subagents",
+         b"/c/projects/a/s1/subagents/x.jsonl"], key=lambda p: [e[0] for e in entries].index(os.fsdecode(p)))

@@ -20,10 +20,6 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-class _Figures(dict):  # (build_reports attaches the unreadable records to what it returns)
-    unreadable: list = []
-
-
 def line(raw: bytes, home: Path | None, db: str | None) -> str:
     """The status line for one stdin document (never raises)."""
     from ledger.report.statusline import PLACEHOLDER, parse_input, render
@@ -44,9 +40,8 @@ def line(raw: bytes, home: Path | None, db: str | None) -> str:
 
 def _figures(doc: dict[str, Any], home: Path | None, db: str | None) -> dict[str, Any]:
     from ledger.home import home_named, resolve_home
-    from ledger.report.query import ReportQuery
     from ledger.report.blocks import now_s
-    from ledger.report.service import build_reports
+    from ledger.report.service import answer
     from ledger.report.statusline import config_root, figures, keep_sample
 
     now = now_s()
@@ -59,8 +54,9 @@ def _figures(doc: dict[str, Any], home: Path | None, db: str | None) -> dict[str
     # half of a line's work on a 2,000-session history); other sessions' new bytes come with
     # their own status lines or the next reader. No transcript: every log, as readers do.
     only = [os.path.abspath(transcript)] if transcript else None
-    return build_reports(home_path, db, [ReportQuery()], notify=_quiet, named=home_named(home),
-                         read_query=lambda c, _q: _Figures(figures(c, sid, now)), refresh_only=only)[0]
+    # (answer: the report's snapshot without its query module; damaged records are not the line's to say)
+    return answer(home_path, db, lambda c: figures(c, sid, now), notify=_quiet, named=home_named(home),
+                  refresh_only=only)[0]
 
 
 def _archive_root(home: Path, root: Path | None) -> None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ledger.report.query import Report, ReportQuery
+if TYPE_CHECKING:  # (annotations only: the status line answers without the query module)
+    from ledger.report.query import Report, ReportQuery
 
 Notify = Callable[[str], None]
 
