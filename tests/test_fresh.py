@@ -284,7 +284,7 @@ def test_an_index_not_at_head_or_not_sqlite_is_left_to_the_pass(home, varied, mo
     assert fresh.unchanged([str(home)], "postgresql+psycopg://nobody@127.0.0.1:1/none", why) is None
     assert why == ["not a SQLite index"]
     con = sqlite3.connect(home / "index.sqlite")
-    con.execute("UPDATE alembic_version SET version_num = ?", (sorted(dbmod.KNOWN_REVISIONS)[0],))
+    con.execute("UPDATE alembic_version SET version_num = ?", (sorted(dbmod.known_revisions())[0],))
     con.commit()
     con.close()
     why.clear()

@@ -82,7 +82,7 @@ def test_known_older_revision_is_upgraded_not_rebuilt(home, monkeypatch):
     cli("index")
     path = home / "index.sqlite"
     # pretend this ledger has a newer head: the file's revision is known and older
-    monkeypatch.setattr(dbmod, "KNOWN_REVISIONS", (*dbmod.KNOWN_REVISIONS, "9999_newer"))
+    monkeypatch.setattr(dbmod, "_KNOWN", (*dbmod.known_revisions(), "9999_newer"))
     monkeypatch.setattr(dbmod, "HEAD", "9999_newer")
     assert dbmod.inspect_sqlite(path).kind == "upgrade"
 

@@ -50,20 +50,23 @@ BUSY_TIMEOUT_MS = 60_000
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
+_REVISION = r"^revision\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]"
+
+
+def _scripts() -> list[Path]:
+    return sorted(f for f in (MIGRATIONS_DIR / "versions").glob("*.py") if not f.name.startswith("__"))
+
+
 def _scan_revisions() -> tuple[str, tuple[str, ...]]:
-    """(head, all revisions) read from the version scripts without importing Alembic (a few
-    small files; `ledger runs` must stay fast). tests/test_migrations.py checks it agrees
-    with Alembic's own ScriptDirectory."""
+    """(head, all revisions) read from the version scripts without importing Alembic.
+    tests/test_migrations.py checks both agree with Alembic's own ScriptDirectory."""
     import re
 
-    pat_rev = re.compile(r"^revision\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.M)
     pat_down = re.compile(r"^down_revision\s*(?::[^=]*)?=\s*(None|['\"]([^'\"]+)['\"])", re.M)
     revs: dict[str, str | None] = {}
-    for f in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
-        if f.name.startswith("__"):
-            continue
+    for f in _scripts():
         text = f.read_text()
-        m, d = pat_rev.search(text), pat_down.search(text)
+        m, d = re.search(_REVISION, text, re.M), pat_down.search(text)
         if m:
             revs[m.group(1)] = d.group(2) if d else None
     parents = {v for v in revs.values() if v}
@@ -71,7 +74,28 @@ def _scan_revisions() -> tuple[str, tuple[str, ...]]:
     return (heads[0] if len(heads) == 1 else ""), tuple(sorted(revs))
 
 
-HEAD, KNOWN_REVISIONS = _scan_revisions()  # newest revision; every revision this ledger knows
+def _head() -> str:
+    """The newest revision: the last version script's (they are numbered in order), one file
+    read, not all of them (every warm read asks; test_migrations checks it is the head)."""
+    import re
+
+    scripts = _scripts()
+    m = re.search(_REVISION, scripts[-1].read_text(), re.M) if scripts else None
+    return m.group(1) if m else ""
+
+
+_KNOWN: tuple[str, ...] | None = None
+
+
+def known_revisions() -> tuple[str, ...]:
+    """Every revision this ledger knows (asked only of an index not at HEAD)."""
+    global _KNOWN
+    if _KNOWN is None:
+        _KNOWN = _scan_revisions()[1]
+    return _KNOWN
+
+
+HEAD = _head()  # newest revision
 
 Notify = Callable[[str], None]
 
@@ -321,7 +345,7 @@ def inspect_sqlite(path: Path) -> FileStatus:
     rev = revs[0]
     if rev == HEAD:
         return FileStatus("ok", revision=rev)
-    if rev in KNOWN_REVISIONS:
+    if rev in known_revisions():
         return FileStatus("upgrade", f"at older schema revision {rev}", revision=rev)
     return FileStatus("corrupt", f"at unknown schema revision {rev!r} (this ledger knows up to {HEAD})",
                       revision=rev)

@@ -42,7 +42,7 @@ def inspect_server(conn: Any) -> ServerStatus:
         return ServerStatus("fresh")
     if rev == dbmod.HEAD:
         return ServerStatus("ok", revision=rev)
-    if rev in dbmod.KNOWN_REVISIONS:
+    if rev in dbmod.known_revisions():
         return ServerStatus("upgrade", revision=rev)
     return ServerStatus("newer", f"its schema revision {rev!r} is unknown to this ledger (knows up to {dbmod.HEAD})",
                         revision=rev)
