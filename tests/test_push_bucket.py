@@ -126,8 +126,10 @@ def test_a_push_killed_at_random_points_resumes_to_the_same_store(seaweed, tmp_p
     bucket = seaweed.bucket("team-killed")
     home = make_home(tmp_path, 7, runs=14)
     env = python_env(seaweed.env(LEDGER_BUCKET_BATCH="2"))  # (a log entry every 2 objects: kills land between)
+    t0 = time.monotonic()
     whole = subprocess.run(ledger_cmd("push", "--home", str(home), "--to", f"s3://{bucket}/whole"), env=env,
                            capture_output=True, timeout=120)
+    took = time.monotonic() - t0
     assert whole.returncode == 0, whole.stderr.decode()
     for p in home.glob(".bucket-push-*"):
         p.unlink()  # (the next push to another prefix keeps its own state anyway)
@@ -137,7 +139,8 @@ def test_a_push_killed_at_random_points_resumes_to_the_same_store(seaweed, tmp_p
     for _ in range(12):
         p = subprocess.Popen(ledger_cmd("push", "--home", str(home), "--to", f"s3://{bucket}/killed"), env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.6, 2.0))
+        # (within what a whole push takes here: a fixed 0.6-2 s found a faster push done)
+        time.sleep(rng.uniform(0.15, 0.85) * took)
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
             kills += 1
