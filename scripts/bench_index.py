@@ -126,9 +126,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--keep", type=Path, help="generate into / reuse this directory")
     args = ap.parse_args(argv)
-    from ledger.index import indexer
+    from ledger.index import indexer, sealing
 
-    indexer.RACY_NS = 0  # generated runs are all a few seconds old at most; time them as settled history
+    sealing.RACY_NS = 0  # generated runs are all a few seconds old at most; time them as settled history
     base = args.keep or Path(tempfile.mkdtemp(prefix="ledger-bench-"))
     home = base / "home"
     if not (home / "runs").exists():
@@ -138,13 +138,13 @@ def main(argv: list[str]) -> int:
     for p in base.glob("*.sqlite*"):
         p.unlink()
     # the no-change budget is about settled history: let the newest run become quiet first
-    # (a settled run is sealed once quiet for SEAL_GRACE; see ledger/index/indexer.py)
+    # (a settled run is sealed once quiet for SEAL_GRACE; see ledger/index/sealing.py)
     from ledger.records.reader import iter_run_dirs
 
     # (a --keep'd home had events appended by the previous run's last step)
     newest = max([os.stat(p).st_mtime for p in (home / "runs").iterdir()]
                  + [os.stat(os.path.join(p, "events.jsonl")).st_mtime for p, _ in iter_run_dirs(home)])
-    wait = indexer.SEAL_GRACE_NS / 1e9 - (time.time() - newest)
+    wait = sealing.SEAL_GRACE_NS / 1e9 - (time.time() - newest)
     if wait > 0:
         print(f"waiting {wait:.1f}s for the newest runs to be sealable", file=sys.stderr)
         time.sleep(wait)

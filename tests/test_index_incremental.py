@@ -9,6 +9,8 @@ import shutil
 import orjson
 import pytest
 
+from ledger.index import sealing
+
 from indexhelpers import (
     append_event, append_usage, cli, damaged_home, make_run, records_runs_json, records_show_json, settle_run,
 )
@@ -22,8 +24,7 @@ def no_racy_window(monkeypatch):
     """Runs written a moment ago are 'racy' (re-checked next pass); tests count reads exactly."""
     from ledger.index import fresh
 
-    monkeypatch.setattr(indexer_mod, "RACY_NS", 0)
-    monkeypatch.setattr(fresh, "RACY_NS", 0)  # (the check and the small pass: the same window)
+    monkeypatch.setattr(sealing, "RACY_NS", 0)
 
 
 @pytest.fixture
@@ -214,8 +215,7 @@ def test_index_cli_summary(home, db_url):
 def test_racy_runs_are_rechecked(home, db_url, monkeypatch):
     from ledger.index import fresh
 
-    monkeypatch.setattr(indexer_mod, "RACY_NS", 10**12)  # everything looks just-written
-    monkeypatch.setattr(fresh, "RACY_NS", 10**12)
+    monkeypatch.setattr(sealing, "RACY_NS", 10**12)  # everything looks just-written
     a = make_run(home, outcome=None)
     index_homes([home], db_url)
     (a / "terminal.json").unlink(missing_ok=True)
@@ -235,7 +235,7 @@ def test_sealed_shards_are_skipped_until_they_change(home, db_url, monkeypatch):
 
     from ledger.index import fresh
 
-    monkeypatch.setattr(indexer_mod, "SEAL_GRACE_NS", 0)
+    monkeypatch.setattr(sealing, "SEAL_GRACE_NS", 0)
     # the indexer's own scan is under test: the no-change check before it (ledger.index.fresh,
     # held to this scan by tests/test_fresh.py) is not asked
     monkeypatch.setattr(fresh, "unchanged", lambda homes, url: None)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger.index import sealing
+
 import claudehistory
 from indexhelpers import append_usage, cli, make_run, records_runs_json, settle_run
 from recordkit import write_record
@@ -189,8 +191,7 @@ def test_shards_to_seal_are_sealed(home, monkeypatch, tmp_path):
         make_run(home)
     age(home / "runs", 5)  # quiet, not yet for the 10 s a record must be quiet to be sealed
     full_pass(home, monkeypatch)
-    monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 1_000_000_000)
-    monkeypatch.setattr(fresh, "SEAL_GRACE_NS", 1_000_000_000)
+    monkeypatch.setattr(sealing, "SEAL_GRACE_NS", 1_000_000_000)
     small(home, monkeypatch, tmp_path)
     con = sqlite3.connect(home / "index.sqlite")
     assert all(r[0] for r in con.execute("SELECT sealed FROM index_shards"))
@@ -321,14 +322,12 @@ def test_an_abandoned_run_read_again_lets_its_shard_seal(home, monkeypatch, tmp_
     gone = make_abandoned(home, "2026-03-08T10:00:00Z")  # (its launcher's boot is over)
     for _ in range(3):
         make_run(home)
-    monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 10**15)  # (nothing sealed yet: every shard stays open)
-    monkeypatch.setattr(fresh, "SEAL_GRACE_NS", 10**15)
+    monkeypatch.setattr(sealing, "SEAL_GRACE_NS", 10**15)  # (nothing sealed yet: every shard stays open)
     settled_index(home, monkeypatch)
     with (gone / "events.jsonl").open("ab") as f:  # (a line the launcher wrote before it went)
         f.write(b'{"v":1,"type":"tool_use","name":"Bash","summary":"x"}\n')
     age(home / "runs")
-    monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 1_000_000_000)
-    monkeypatch.setattr(fresh, "SEAL_GRACE_NS", 1_000_000_000)
+    monkeypatch.setattr(sealing, "SEAL_GRACE_NS", 1_000_000_000)
     small(home, monkeypatch, tmp_path)
     con = sqlite3.connect(home / "index.sqlite")
     assert con.execute("SELECT sealed FROM index_shards WHERE shard = ?", (gone.parent.name,)).fetchone() == (1,)

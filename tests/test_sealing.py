@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from ledger.index import sealing as sealing_mod
 import sqlalchemy as sa
 
 import recordkit as rk
@@ -185,9 +187,8 @@ def files_as_they_are(home: Path) -> dict[str, tuple]:
 def quick_seal(monkeypatch):
     """Records are sealable as soon as they are written, never racy: the passes below are
     exact without waiting (the grace periods themselves are tested in test_fresh.py)."""
-    for mod in (indexer, fresh):
-        monkeypatch.setattr(mod, "RACY_NS", 0)
-        monkeypatch.setattr(mod, "SEAL_GRACE_NS", 0)
+    monkeypatch.setattr(sealing_mod, "RACY_NS", 0)
+    monkeypatch.setattr(sealing_mod, "SEAL_GRACE_NS", 0)
 
 
 def index(home: Path, db_url: str, monkeypatch, full: bool = False):
@@ -390,7 +391,7 @@ CHANGES = {"events appended to the abandoned run": _append, "the abandoned run s
 def test_a_change_to_a_watched_record_is_left_to_the_pass(home, mixed, monkeypatch, change):
     assert check(home, monkeypatch) is not None
     CHANGES[change](mixed)
-    time.sleep(2 * fresh.RACY_NS / 1e9)  # (not racy: the check must see the change itself, not a fresh mtime)
+    time.sleep(2 * sealing_mod.RACY_NS / 1e9)  # (not racy: the check must see the change itself, not a fresh mtime)
     before = dump(home / "index.sqlite")
     assert fresh.unchanged([str(home)], dbmod.default_url(home)) is None
     summary = real_pass(home, monkeypatch)

@@ -8,6 +8,8 @@ import os
 import orjson
 import pytest
 
+from ledger.index import sealing
+
 from indexhelpers import cli, make_run
 
 
@@ -72,7 +74,7 @@ def no_racy_window(monkeypatch):
     """Runs written a moment ago are re-checked (and rewritten) by the next pass; not here."""
     from ledger.index import indexer
 
-    monkeypatch.setattr(indexer, "RACY_NS", 0)
+    monkeypatch.setattr(sealing, "RACY_NS", 0)
 
 
 @pytest.fixture

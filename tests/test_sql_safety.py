@@ -22,6 +22,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ledger.index import sealing
+
 from indexhelpers import cli, make_run
 
 PG_URL = os.environ.get("LEDGER_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -51,7 +53,7 @@ def _server_or_skip():
 def no_racy_window(monkeypatch):
     from ledger.index import indexer
 
-    monkeypatch.setattr(indexer, "RACY_NS", 0)
+    monkeypatch.setattr(sealing, "RACY_NS", 0)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,7 @@ def pg(tmp_path_factory):
     url = PG_URL.rsplit("/", 1)[0] + "/" + name
     home = tmp_path_factory.mktemp("pghome") / "home"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(indexer, "RACY_NS", 0)
+        mp.setattr(sealing, "RACY_NS", 0)
         make_run(home)
         assert cli("index", "--home", str(home), "--db", url).exit_code == 0
     try:

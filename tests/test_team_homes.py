@@ -18,6 +18,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ledger.index import sealing
+
 from indexhelpers import cli, make_run
 from recordkit import compact
 
@@ -422,7 +424,7 @@ def test_a_copy_in_a_sealed_shard_is_counted_once_the_first_writer_removed_the_r
     import ledger.index.indexer as indexer
 
     monkeypatch.delenv("LEDGER_DB", raising=False)
-    monkeypatch.setattr(indexer, "SEAL_GRACE_NS", 0)  # sealed as soon as not racy
+    monkeypatch.setattr(sealing, "SEAL_GRACE_NS", 0)  # sealed as soon as not racy
     home = tmp_path / "home"
     runs = [make_run(home) for _ in range(3)]
     time.sleep(0.3)

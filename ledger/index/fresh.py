@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ledger.index import db as dbmod
+from ledger.index import sealing
 from ledger.index.summary import IndexSummary, summary_line  # noqa: F401 - re-exported (quickpass)
 from ledger.index.sealing import (
     DAMAGED, EVENTS, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, seals, shard_skipped, subdirs,
@@ -43,10 +44,6 @@ def _problem(path: str, reason: str) -> "ScanProblem":
 
     return ScanProblem(path, reason)
 
-# The indexer's constants (ledger.index.indexer / scan / logsource import SQLAlchemy; the
-# test checks these agree with them)
-RACY_NS = 100_000_000
-SEAL_GRACE_NS = 10_000_000_000
 SYMLINK_REASON = "a symlink, not a directory: not followed"
 from ledger.sources.clients import IMPORTABLE as LOG_CLIENTS  # noqa: E402 - the LogSources, in the indexer's order
 # Each client's reducer state version (STATE_VERSION of ledger.sources.<client>_usage, where
@@ -121,7 +118,7 @@ def unchanged(homes: Sequence[str], url: str, why: list[str] | None = None) -> I
                 summary = IndexSummary(db=dbmod.redact_url(url))
                 for home in homes:
                     home = os.path.abspath(os.fspath(home))
-                    _home(con, home, summary, start_ns - RACY_NS, start_ns - SEAL_GRACE_NS)
+                    _home(con, home, summary, start_ns - sealing.RACY_NS, start_ns - sealing.SEAL_GRACE_NS)
                     summary.homes.append(home)
                 return summary
             finally:

@@ -80,7 +80,7 @@ import sqlalchemy as sa
 
 from ledger.home import home_problem
 from ledger.index import db as dbmod
-from ledger.index import copies, pglocks
+from ledger.index import copies, pglocks, sealing
 from ledger.index import homes as homes_mod
 from ledger.index.bulk import analyze_if_unknown, copy_batch, insert_dicts, insert_encoded
 from ledger.index.models import Home, IndexCursor
@@ -96,16 +96,10 @@ from ledger.records.model import ScanProblem
 # (re-exported: imported from here by other modules and tests)
 __all__ = [
     "BATCH", "CHILD_TABLES", "FAST_SQLITE", "FIRST_BATCH", "IndexSummary", "Indexer", "LINK_SIG", "PARALLEL_MIN",
-    "PREFIX_BYTES", "RACY_NS", "SCRATCH_PREFIX", "SEAL_GRACE_NS", "Work", "insert_encoded", "launcher_dict",
+    "PREFIX_BYTES", "SCRATCH_PREFIX", "Work", "insert_encoded", "launcher_dict",
 ]
 
 BATCH = 1000
-RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every ~10 ms
-# A settled record whose directory and events.jsonl have been quiet this long is sealed:
-# its shard is not looked into while the shard directory is unchanged (DESIGN §7: touch only
-# unsettled runs and new directories). Loopflow may append an event just after terminal.json;
-# `ledger index --full` looks into every shard.
-SEAL_GRACE_NS = 10_000_000_000
 # SQLite gets rows encoded for its driver (project.py); False: through Core like other databases
 FAST_SQLITE = True
 PARALLEL_MIN = 64  # records in a batch before projecting them in worker processes
@@ -148,7 +142,7 @@ class Indexer:
         self.full = full
         self.progress = progress
         self.single = single_transaction
-        self.racy_ns = RACY_NS if racy_ns is None else racy_ns
+        self.racy_ns = sealing.RACY_NS if racy_ns is None else racy_ns
         self.summary = IndexSummary()
         self.sources = tuple(sources)
         self.workers = workers if workers is not None else min(4, os.cpu_count() or 1)
@@ -225,7 +219,7 @@ class Indexer:
         fresh = self._prepare is not None  # an empty database: nothing to look up
         encode = FAST_SQLITE and conn.dialect.name == "sqlite"
         ctx = PassContext(conn=conn, home=home, home_id=home_id, full=self.full, fresh=fresh,
-                          racy_before=start_ns - self.racy_ns, seal_before=start_ns - SEAL_GRACE_NS,
+                          racy_before=start_ns - self.racy_ns, seal_before=start_ns - sealing.SEAL_GRACE_NS,
                           summary=self.summary, encode=encode, txn=lambda: self._txn(conn),
                           ready=lambda: self._ready(conn))
         processed_any = False

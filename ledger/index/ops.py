@@ -92,7 +92,7 @@ def index_homes(homes: Sequence[str | os.PathLike[str]], url: str, *, rebuild: b
                 lock_timeout: float | None = None, refresh_only: list[str] | None = None) -> Any:
     """Index `homes` into the database at `url`; returns an IndexSummary.
 
-    `full` looks into every shard directory, sealed ones included (see indexer.SEAL_GRACE_NS),
+    `full` looks into every shard directory, sealed ones included (see sealing.SEAL_GRACE_NS),
     and checks every page of an SQLite index first (PRAGMA quick_check).
     `stale_ok` (read commands): a home or index that cannot be written (another user's shared
     home), or a server index whose lock is not granted within `lock_timeout` (default

@@ -86,7 +86,7 @@ def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None, why:
     the full pass is needed (nothing was written; `why`, when given, gets the reason:
     ledger.index.fresh.declined)."""
     from ledger.index import db as dbmod
-    from ledger.index import fresh
+    from ledger.index import fresh, sealing
     from ledger.index.rawwrite import NotAtHead, raw_writing
 
     if not homes or not dbmod.is_sqlite(url):
@@ -97,12 +97,12 @@ def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None, why:
             if n_homes != 1:
                 raise _Decline("more than one home")  # (copies of a run in two homes: ledger.index.copies)
             start_ns = time.time_ns()
-            racy_before = start_ns - (fresh.RACY_NS if racy_ns is None else racy_ns)
+            racy_before = start_ns - (sealing.RACY_NS if racy_ns is None else racy_ns)
             summary = fresh.IndexSummary(db=dbmod.redact_url(url))
             for home in homes:
                 home = os.path.abspath(os.fspath(home))
                 changes = fresh.Changes(QUICK_MAX)
-                h = fresh._home(con, home, summary, racy_before, start_ns - fresh.SEAL_GRACE_NS, changes)
+                h = fresh._home(con, home, summary, racy_before, start_ns - sealing.SEAL_GRACE_NS, changes)
                 summary.homes.append(home)
                 if changes.shards:
                     _write(con, h, home, changes, summary)

@@ -29,6 +29,14 @@ from typing import NamedTuple
 
 from ledger.records.liveness import gone_for_good
 
+# The passes' clocks, here once for the indexer and the warm check alike (ledger.index.fresh,
+# quickpass): read as `sealing.RACY_NS` when used, so that one setting reaches every path.
+RACY_NS = 100_000_000  # 100 ms: coarse filesystem timestamps tick at most every ~10 ms
+# A settled record whose directory and events.jsonl have been quiet this long is sealed:
+# its shard is not looked into while the shard directory is unchanged (DESIGN §7: touch only
+# unsettled runs and new directories). Loopflow may append an event just after terminal.json;
+# `ledger index --full` looks into every shard.
+SEAL_GRACE_NS = 10_000_000_000
 LINK_SIG = "link:"  # dir_sig prefix of a symlink where a run directory should be (lstat()ed)
 RUN_PREFIX = "run_"  # ledger.records.ids.PREFIX
 DAMAGED = "damaged"  # index_cursors.status of an unreadable record
