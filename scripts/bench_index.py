@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--keep", type=Path, help="generate into / reuse this directory")
     args = ap.parse_args(argv)
-    from ledger.index import indexer, sealing
+    from ledger.index import sealing
 
     sealing.RACY_NS = 0  # generated runs are all a few seconds old at most; time them as settled history
     base = args.keep or Path(tempfile.mkdtemp(prefix="ledger-bench-"))
