@@ -132,7 +132,9 @@ def varied(home, monkeypatch) -> dict[str, Path]:
 
 def in_old_shard(home: Path, maker=make_run, **kw) -> Path:
     shards = {p.name for p in (home / "runs").iterdir()}
-    for _ in range(200):
+    # (a run's shard is drawn by its id, one of 256: in a home of a few shards 200 draws can
+    # miss them all, as a full run of the suite saw; with one shard 3,000 miss ~1 time in 10^5)
+    for _ in range(3000):
         run = maker(home, **kw)
         if run.parent.name in shards:
             return run
@@ -171,7 +173,9 @@ def test_a_manifest_rewritten_in_place_counts_a_rewrite(home, varied, monkeypatc
 
 def test_a_new_damaged_record_is_listed_with_its_problem(home, varied, monkeypatch, tmp_path):
     shards = {p.name for p in (home / "runs").iterdir()}
-    for _ in range(200):
+    # (a run's shard is drawn by its id, one of 256: in a home of a few shards 200 draws can
+    # miss them all, as a full run of the suite saw; with one shard 3,000 miss ~1 time in 10^5)
+    for _ in range(3000):
         bad = write_record(home, manifest_bytes=b"[]")
         if bad.parent.name in shards:
             break
@@ -379,7 +383,9 @@ def test_a_record_with_a_context_keeps_its_verdict_when_read_again(home, varied,
     import recordkit as rk
 
     shards = {p.name for p in (home / "runs").iterdir()}
-    for _ in range(200):  # (an unsettled record with a bound context.json, in an existing shard)
+    # (a run's shard is drawn by its id, one of 256: in a home of a few shards 200 draws can
+    # miss them all, as a full run of the suite saw; with one shard 3,000 miss ~1 time in 10^5)
+    for _ in range(3000):  # (an unsettled record with a bound context.json, in an existing shard)
         run = rk.write_record(home, events=rk.golden_events()[:3], term=None, context={"task": "x"})
         if run.parent.name in shards:
             break

@@ -30,10 +30,9 @@ COST = 0.25  # the golden events' final receipt
 @pytest.fixture(autouse=True)
 def no_racy_window(monkeypatch):
     """Files damaged a moment ago would be 'racy' (re-read on the next pass too): counted exactly here."""
-    from ledger.index import fresh, indexer
+    from ledger.index import sealing
 
-    monkeypatch.setattr(indexer, "RACY_NS", 0)
-    monkeypatch.setattr(fresh, "RACY_NS", 0)  # (the check and the small pass: the same window)
+    monkeypatch.setattr(sealing, "RACY_NS", 0)  # (the indexer, the check and the small pass: one setting)
 
 
 def _id(shard: str) -> str:
