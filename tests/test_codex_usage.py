@@ -211,6 +211,29 @@ def test_split_feed_from_serialised_state_gives_the_same_result(seed, cuts, mid_
     assert r.tool_results() == whole.tool_results() == h.results
 
 
+@_prop
+@given(seed=st.integers(0, 10_000), cuts=st.lists(st.floats(0, 1), max_size=4))
+def test_an_adopted_state_and_state_json_match_the_copying_path(seed, cuts):
+    """The index hands the reducer a freshly parsed state (`adopt`: no copy) and stores
+    `state_json()` (no copy): the same bytes and the same answers as `state()` and a copy."""
+    h = generate(None, threads=4, seed=seed)
+    copied = adopted = None
+    for rel, data in h.files.items():
+        ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+        points = sorted({ends[int(c * (len(ends) - 1))] for c in cuts}) if ends else []
+        for p in [*points, len(data)]:
+            a = CodexUsage(orjson.loads(copied) if copied else None)
+            b = CodexUsage(orjson.loads(adopted) if adopted else None, adopt=True)
+            for r in (a, b):
+                off = r.offset(rel)
+                if p > off:
+                    r.feed(rel, data[off:p], off)
+            copied, adopted = orjson.dumps(a.state()), b.state_json()
+            assert adopted == copied
+    r = CodexUsage(orjson.loads(adopted), adopt=True)
+    assert r.totals() == feed_all(h.files).totals() == h.truth()
+
+
 # ---- one regression test per hazard ----------------------------------------------------------
 
 def test_cumulative_totals_become_deltas():

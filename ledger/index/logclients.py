@@ -108,7 +108,7 @@ class _Client:
     def reducer(cls, state: dict[str, Any] | None) -> Any:
         from ledger.sources.prefold import reducer
 
-        return reducer(cls.harness, state)
+        return reducer(cls.harness, state, adopt=True)  # (the log source parsed it for the reducer alone)
 
 
 def _session_of(out: dict[str, Session], sid: str) -> Session:

@@ -156,6 +156,13 @@ class ClaudeUsage:
                 "session_files": {k: sorted(v) for k, v in self._session_files.items()},
                 "problem_count": self.problem_count}
 
+    def state_json(self) -> bytes:
+        """`state()` as the index stores it (every reducer has one; Codex's writes its own
+        lists without a copy)."""
+        import orjson
+
+        return orjson.dumps(self.state())
+
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""
         f = self._files.get(file)

@@ -179,27 +179,34 @@ class CodexUsage:
     """The reducer. Feed rollout files (any order, any split); read `deltas()`, `totals()`,
     `sessions()`; persist `state()`."""
 
-    def __init__(self, state: dict[str, Any] | None = None) -> None:
+    def __init__(self, state: dict[str, Any] | None = None, adopt: bool = False) -> None:
+        """From `state()` (or empty). `adopt`: the caller hands `state` over (freshly parsed,
+        never used again), so its lists and dicts become the reducer's own instead of being
+        copied: a first index of a 10,000-thread history holds one copy, not two (issue 28)."""
         s = state or {}
         if s and s.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported codex usage state version {s.get('v')!r}")
         self._files: dict[str, _Cursor] = {k: _Cursor(*v) for k, v in s.get("files", {}).items()}
-        # chain -> level key -> entry (layout: codex_levels._L_*)
-        self._chains: dict[str, dict[str, list[Any]]] = {
-            c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
-            for c, lv in s.get("chains", {}).items()}
-        # response id -> the call's earliest record (layout: codex_levels._R_*)
-        self._responses: dict[str, list[Any]] = {k: list(e) for k, e in s.get("responses", {}).items()}
-        # paginated fork chain -> its link to its parent
         self._forks: dict[str, PagedFork] = {k: PagedFork(*e) for k, e in s.get("forks", {}).items()}
-        # own thread id -> session summary fields (from the file's first session_meta)
-        self._sessions: dict[str, dict[str, Any]] = {
-            k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
-        # chain -> call key -> entry (layout above)
-        self._calls: dict[str, dict[str, list[Any]]] = {
-            c: {k: list(e) for k, e in calls.items()} for c, calls in s.get("calls", {}).items()}
-        # chain -> call key -> its result's status ("ok", "error", "semantic-error")
-        self._results: dict[str, dict[str, str]] = {c: dict(r) for c, r in s.get("results", {}).items()}
+        if adopt:
+            self._chains: dict[str, dict[str, list[Any]]] = s.get("chains", {})
+            self._responses: dict[str, list[Any]] = s.get("responses", {})
+            self._sessions: dict[str, dict[str, Any]] = s.get("sessions", {})
+            self._calls: dict[str, dict[str, list[Any]]] = s.get("calls", {})
+            self._results: dict[str, dict[str, str]] = s.get("results", {})
+        else:
+            # chain -> level key -> entry (layout: codex_levels._L_*)
+            self._chains = {c: {k: [*e[:_L_PREDS], list(e[_L_PREDS]), *e[_L_PREDS + 1:]] for k, e in lv.items()}
+                            for c, lv in s.get("chains", {}).items()}
+            # response id -> the call's earliest record (layout: codex_levels._R_*)
+            self._responses = {k: list(e) for k, e in s.get("responses", {}).items()}
+            # own thread id -> session summary fields (from the file's first session_meta)
+            self._sessions = {k: {**v, "files": list(v["files"])} for k, v in s.get("sessions", {}).items()}
+            # chain -> call key -> entry (layout above)
+            self._calls = {c: {k: list(e) for k, e in calls.items()} for c, calls in s.get("calls", {}).items()}
+            # chain -> call key -> its result's status ("ok", "error", "semantic-error")
+            self._results = {c: dict(r) for c, r in s.get("results", {}).items()}
+        # (paginated fork chain -> its link to its parent: _forks)
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
         self._ordinal = 0  # the ordinal of the line being read
@@ -215,6 +222,17 @@ class CodexUsage:
                 "calls": {c: {k: list(e) for k, e in calls.items()} for c, calls in self._calls.items()},
                 "results": {c: dict(r) for c, r in self._results.items()},
                 "problem_count": self.problem_count}
+
+    def state_json(self) -> bytes:
+        """`orjson.dumps(state())` without the copy: the reducer's own lists are written as
+        they are (the index stores a 10,000-thread state of ~75 MB; issue 28's peak memory)."""
+        import orjson
+
+        return orjson.dumps({"v": STATE_VERSION, "files": {k: v.to_state() for k, v in self._files.items()},
+                             "chains": self._chains, "responses": self._responses,
+                             "forks": {k: e.to_state() for k, e in self._forks.items()},
+                             "sessions": self._sessions, "calls": self._calls, "results": self._results,
+                             "problem_count": self.problem_count})
 
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""

@@ -148,6 +148,13 @@ class GeminiUsage:
                 "sessions": {k: [*v[:4], dict(v[4])] for k, v in self._sessions.items()},
                 "tool_ids": sorted(self._tool_ids), "problem_count": self.problem_count}
 
+    def state_json(self) -> bytes:
+        """`state()` as the index stores it (every reducer has one; Codex's writes its own
+        lists without a copy)."""
+        import orjson
+
+        return orjson.dumps(self.state())
+
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""
         f = self._files.get(file)

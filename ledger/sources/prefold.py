@@ -31,8 +31,10 @@ FILE = "prefold.bin"  # below the client's archive state dir (ledger.sources.arc
 FOLDED = ("claude", "codex")  # clients whose logs are JSONL fed line by line (a Gemini chat is rewritten whole)
 
 
-def reducer(client: str, state: dict[str, Any] | None = None) -> Any:
-    """The client's reducer (the one place that names it), from `state` or empty."""
+def reducer(client: str, state: dict[str, Any] | None = None, adopt: bool = False) -> Any:
+    """The client's reducer (the one place that names it), from `state` or empty. `adopt`:
+    `state` is handed over (freshly parsed): Codex's reducer keeps its lists instead of
+    copying them (the others' states are small)."""
     if client == "claude":
         from ledger.sources.claude_usage import ClaudeUsage
 
@@ -40,7 +42,7 @@ def reducer(client: str, state: dict[str, Any] | None = None) -> Any:
     if client == "codex":
         from ledger.sources.codex_usage import CodexUsage
 
-        return CodexUsage(state)
+        return CodexUsage(state, adopt=adopt)
     if client == "gemini":
         from ledger.sources.gemini_usage import GeminiUsage
 
