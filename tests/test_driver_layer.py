@@ -138,3 +138,26 @@ def test_a_server_failure_reads_the_same_from_the_driver_and_from_sqlalchemy():
         assert said[0] == said[1] and said[0][0] == what
     _raise_server_failure(ValueError("not the database's"), url)  # (left to the caller)
     _raise_server_failure(sqlite3.OperationalError("database is locked"), "sqlite:////tmp/x.sqlite")
+
+
+@pytest.mark.postgres
+def test_db_status_through_the_driver_says_what_the_engine_said(pg_url):
+    """`ledger db status` on a server reads through psycopg: the same status, and a server
+    that refuses the connection the same error as an engine's connection gives."""
+    import sqlalchemy as sa
+
+    from ledger.index import db as dbmod
+    from ledger.index.dbadmin import db_status
+
+    assert db_status(pg_url)["status"] == "fresh"
+    bad = pg_url.rsplit("/", 1)[0] + "/ledger_no_such_db"
+    with pytest.raises(IndexError_) as direct:
+        db_status(bad)
+    eng = sa.create_engine(bad)
+    try:
+        with pytest.raises(IndexError_) as engine, dbmod.server_connection(eng, bad):
+            pass
+    finally:
+        eng.dispose()
+    assert (direct.value.message, direct.value.hint) == (engine.value.message, engine.value.hint)
+    assert "ledger_no_such_db" in direct.value.message

@@ -7,10 +7,11 @@ database here, with the same options.
 from __future__ import annotations
 
 import re
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 from urllib.parse import parse_qsl, unquote
 
-from ledger.index.db import URL_HINT, IndexError_, redact_url
+from ledger.index.db import URL_HINT, IndexError_, cannot_connect, redact_url
 
 # SQLAlchemy's URL pattern (sqlalchemy.engine.url._parse_url)
 _URL = re.compile(r"""
@@ -92,3 +93,20 @@ def connect(url: str, **extra: Any) -> Any:
     import psycopg
 
     return psycopg.connect(**{**connect_params(url), **extra})
+
+
+@contextmanager
+def opened(url: str) -> Iterator[Any]:
+    """connect(url) for the block (its transaction rolled back, the connection closed after),
+    with a connection failure (unreachable, no such database or role, bad password) as the
+    IndexError_ the engine's connection gives (ledger.index.db.server_connection)."""
+    import psycopg
+
+    try:
+        conn = connect(url)
+    except psycopg.Error as exc:
+        raise cannot_connect(url, exc) from None
+    try:
+        yield conn
+    finally:
+        conn.close()  # (what was not committed is rolled back)
