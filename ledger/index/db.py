@@ -434,12 +434,17 @@ def server_connection(eng: Any, url: str) -> Iterator[Any]:
     try:
         conn = eng.connect()
     except sa.exc.DBAPIError as exc:
-        reason = str(getattr(exc, "orig", exc)).strip().splitlines()
-        raise IndexError_(f"cannot open the index {redact_url(url)}: {' '.join(r.strip() for r in reason)}",
-                          hint="check that the server runs and the URL's host, port, database, user and "
-                               "password are right (--db / LEDGER_DB)") from None
+        raise cannot_connect(url, getattr(exc, "orig", exc)) from None
     with conn:
         yield conn
+
+
+def cannot_connect(url: str, exc: BaseException) -> IndexError_:
+    """The error for a server that refused the connection (`exc`: the driver's error)."""
+    reason = str(exc).strip().splitlines()
+    return IndexError_(f"cannot open the index {redact_url(url)}: {' '.join(r.strip() for r in reason)}",
+                       hint="check that the server runs and the URL's host, port, database, user and "
+                            "password are right (--db / LEDGER_DB)")
 
 
 def alembic_config(url: str | None = None, connection: Any = None) -> Any:

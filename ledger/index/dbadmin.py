@@ -26,12 +26,10 @@ def db_status(url: str) -> dict[str, Any]:
         out.update(revision=st.revision, status=st.kind, detail=st.detail,
                    set_aside=[os.fspath(p) for p in set_aside_copies(path)])
         return out
-    eng = dbmod.engine(url)
-    try:
-        with dbmod.server_connection(eng, url) as conn, conn.begin():
-            st2 = inspect_server(conn)
-    finally:
-        eng.dispose()
+    from ledger.index.pgconnect import opened
+
+    with opened(url) as conn:  # (the driver's connection: reading the status needs no SQLAlchemy)
+        st2 = inspect_server(conn)
     out.update(revision=st2.revision, status=st2.kind, detail=st2.detail)
     return out
 

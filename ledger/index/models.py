@@ -315,13 +315,11 @@ class LogState(Base):
     indexed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-DATA_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses", "runs")
+from ledger.index.tablenames import ALL_TABLES, DATA_TABLES, LOG_TABLES  # noqa: E402,F401 - the one list
 from ledger.sqlviews import REPORT_VIEWS, VIEWS  # noqa: E402 - the one list
 # Every `*_v` view: the stable SQL interface documented in docs/sql.md (tests/test_docs_views.py
 # checks both the docs and the migrations against this list; `ledger sql`'s hints name them).
 from ledger.sqlviews import DOCUMENTED_VIEWS  # noqa: E402,F401
-LOG_TABLES = ("log_sessions", "log_state")
-ALL_TABLES = DATA_TABLES + ("index_cursors", "index_shards") + LOG_TABLES + ("homes", "ledger_meta")
 
 
 # The report's derived tables are part of this schema (migrations 0002, 0003): declared next

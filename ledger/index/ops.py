@@ -164,14 +164,13 @@ def _raise_server_failure(exc: BaseException, url: str) -> None:
     refusing a row) is an Error naming the URL and the server's first line, never a traceback
     carrying the batch's rows. Every batch is committed with its cursors, so a pass that
     stopped resumes where it was."""
-    if dbmod.is_sqlite(url):
-        return
-    import sqlalchemy.exc as sa_exc
+    from ledger.index.dberrors import connection_lost, driver_error
 
-    if not isinstance(exc, sa_exc.DBAPIError):
+    orig = None if dbmod.is_sqlite(url) else driver_error(exc)  # (the driver's, or wrapped by SQLAlchemy)
+    if orig is None:
         return
-    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["(no message)"])[0]
-    lost = isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError)) or exc.connection_invalidated
+    first = (str(orig).strip().splitlines() or ["(no message)"])[0]
+    lost = connection_lost(exc)
     what = "lost the connection to the index" if lost else "the index refused a write:"
     raise IndexError_(f"{what} {dbmod.redact_url(url)}{':' if lost else ''} {first}",
                       hint="check the server and run `ledger index` again: what was written is kept and the "

@@ -18,6 +18,7 @@ from ledger.index import db as dbmod
 from ledger.index import homes as homes_mod
 from ledger.index import pglocks, serverdb
 from ledger.index.db import IndexError_, Notify
+from ledger.index.dbapi import wrap
 
 
 class _Locks:
@@ -123,12 +124,9 @@ def _rebuild(eng: Any, conn: Any, homes: list[str], progress: Any, racy_ns: int 
 
 def _machine_homes(conn: Any, homes: list[str]) -> list[str]:
     """This machine's homes in the index (and rows from before 0006 whose path is here)."""
-    import sqlalchemy as sa
-
-    mine = homes_mod.machine_id()
-    return [r[0] for r in conn.execute(sa.text(
-        "SELECT path FROM homes WHERE machine = :m OR machine IS NULL ORDER BY home_id"),
-        {"m": mine}) if r[0] in homes or os.path.isdir(r[0])]
+    rows = wrap(conn).rows("SELECT path FROM homes WHERE machine = ? OR machine IS NULL ORDER BY home_id",
+                           (homes_mod.machine_id(),))
+    return [r[0] for r in rows if r[0] in homes or os.path.isdir(r[0])]
 
 
 def _lock_homes(conn: Any, all_homes: list[str], locks: _Locks) -> list[int]:

@@ -155,11 +155,12 @@ def _pass_in_place(url: str, path: Path, homes: list[str], progress: Any, racy_n
             finally:
                 eng.dispose()
     except Exception as exc:  # noqa: BLE001 - classified below
-        import sqlalchemy.exc as sa_exc
+        from ledger.index.dberrors import driver_error
 
-        if not (isinstance(exc, sa_exc.DBAPIError) and dbmod.is_corruption(exc)):
+        orig = driver_error(exc)  # (sqlite3's, or wrapped by SQLAlchemy)
+        if orig is None or not dbmod.is_corruption(exc):
             raise
-        return dbmod.FileStatus("corrupt", f"damaged ({getattr(exc, 'orig', exc)})")
+        return dbmod.FileStatus("corrupt", f"damaged ({orig})")
 
 
 def _build_and_swap(url: str, path: Path, homes: list[str], status: Any, rebuild: bool, notify: Notify,

@@ -298,41 +298,39 @@ def _sqlite(url: str, sql: str, timeout: float | None) -> Iterator[tuple[list[st
 @contextmanager
 def _server(url: str, sql: str, timeout: float | None,
             role: str | None) -> Iterator[tuple[list[str], Iterator[tuple]]]:
-    import sqlalchemy as sa
+    import psycopg
+
+    from ledger.index import pgconnect
 
     word = leading_keyword(sql)
     if word in _OTHER_COMMANDS:  # refused before anything reaches the server
         raise _refused(word)
-    eng = dbmod.engine(url)
+    name, _driver = pgconnect.dialect(url)
+    if name != "postgresql":
+        raise SQLError(f"ledger sql supports SQLite and PostgreSQL, not {name}")
+    params = pgconnect.connect_params(url)
     try:
-        if eng.dialect.name != "postgresql":
-            raise SQLError(f"ledger sql supports SQLite and PostgreSQL, not {eng.dialect.name}")
+        own = pgconnect.connect(url)
+    except psycopg.Error as exc:
+        raise SQLError(f"cannot connect to {dbmod.redact_url(url)}: {exc}") from None
+    try:
+        own.autocommit = True  # role and grant upkeep commit step by step
+        reader, as_role, search_path = _reader(params, own, role)
         try:
-            conn = eng.raw_connection()
-        except sa.exc.DBAPIError as exc:
-            raise SQLError(f"cannot connect to {dbmod.redact_url(url)}: {exc.orig}") from None
-        try:
-            own = conn.driver_connection
-            own.rollback()
-            own.autocommit = True  # role and grant upkeep commit step by step
-            reader, as_role, search_path = _reader(eng, own, role)
-            try:
-                columns, data = _run(reader or own, sql, timeout, as_role, search_path)
-            finally:
-                if reader is not None:
-                    reader.close()
-            yield columns, iter(data)
+            columns, data = _run(reader or own, sql, timeout, as_role, search_path)
         finally:
-            conn.close()
+            if reader is not None:
+                reader.close()
+        yield columns, iter(data)
     finally:
-        eng.dispose()
+        own.close()
 
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _reader(eng: Any, own: Any, named: str | None) -> tuple[Any, str | None, str | None]:
+def _reader(params: dict[str, Any], own: Any, named: str | None) -> tuple[Any, str | None, str | None]:
     """(connection whose session user is the reader role, that role, the owner's search_path),
     or (None, None, None) when the query runs on the owner's connection: the named role is
     the connecting user, or the connecting user may not create roles and named none."""
@@ -364,7 +362,7 @@ def _reader(eng: Any, own: Any, named: str | None) -> tuple[Any, str | None, str
         password = None
         for attempt in range(4):
             try:
-                return _connect_as(eng, role, password), role, search_path
+                return _connect_as(params, role, password), role, search_path
             except psycopg.OperationalError as exc:
                 if named is not None or attempt == 3:
                     raise SQLError(f"cannot connect as role {role} to run the query: {_message(exc)}",
@@ -414,8 +412,9 @@ def _ensure_reader_role(own: Any) -> None:
 
 
 def _reading_objects() -> list[str]:
-    from ledger.index.models import ALL_TABLES, VIEWS
-    from ledger.index.report_tables import REPORT_TABLES, REPORT_VIEWS
+    from ledger.index.reportshape import REPORT_TABLES
+    from ledger.index.tablenames import ALL_TABLES
+    from ledger.sqlviews import REPORT_VIEWS, VIEWS
 
     return list(ALL_TABLES + VIEWS + REPORT_TABLES + REPORT_VIEWS)
 
@@ -464,12 +463,12 @@ def _new_password(own: Any, role: str) -> str:
     return password
 
 
-def _connect_as(eng: Any, role: str, password: str | None) -> Any:
-    """The index's database, same host and options as the owner's URL, as `role`."""
+def _connect_as(owner: dict[str, Any], role: str, password: str | None) -> Any:
+    """The index's database, same host and options as the owner's URL (`owner`: its connect
+    arguments, ledger.index.pgconnect.connect_params), as `role`."""
     import psycopg
 
-    _args, params = eng.dialect.create_connect_args(eng.url)
-    params = {k: v for k, v in params.items() if k not in ("context", "password")}
+    params = {k: v for k, v in owner.items() if k != "password"}
     params["user"] = role
     params.setdefault("connect_timeout", 10)  # the caller holds a lock meanwhile
     if password is not None:
@@ -536,7 +535,7 @@ def _run(raw: Any, sql: str, timeout: float | None, role: str | None,
             timer.cancel()
         try:
             raw.rollback()
-            if role is None:  # the owner's connection goes back to the pool: no lock may stay
+            if role is None:  # the owner's connection: no lock may stay (as long as it is open)
                 raw.autocommit = True
                 raw.execute("SELECT pg_advisory_unlock_all()")
         except psycopg.Error:
