@@ -20,7 +20,7 @@ from ledger.report.schema import (
     CELL_COLUMNS, CELL_KINDS, GROUP_COLUMNS, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MODEL_MEASURES, RUN_MEASURES,
     SLOTS_PER_DAY, VALUE_KINDS,
 )
-from ledger.report.sqltext import Sql, _and, _key_in, _or
+from ledger.report.sqltext import Sql, _and, _key_in, _or, known_cost
 
 BATCH = 1000  # keys / slots per statement
 FACTS, SLOTS, DAYS, GROUPS, CELLS = "report_facts", "report_slots", "report_days", "report_groups", "report_group_days"
@@ -62,10 +62,9 @@ def verdicts(table: str = FACTS) -> str:
 
 
 def rank_auto(table: str) -> str:
-    """The known cost of the `auto` mode from the two sums (as ledger.report.top._ranked
-    computes it): NULL when nothing of it is known."""
-    c, p = f"sum({table}.run_cost_auto)", f"sum({table}.run_cost_auto_partial)"
-    return f"CASE WHEN ({c} IS NULL AND {p} IS NULL) THEN NULL ELSE coalesce({c}, 0) + coalesce({p}, 0) END"
+    """The known cost of the `auto` mode from the two sums (the rank ledger.report.top
+    orders groups by): NULL when nothing of it is known."""
+    return known_cost(f"sum({table}.run_cost_auto)", f"sum({table}.run_cost_auto_partial)")
 
 
 # -- report_slots / report_days --------------------------------------------------------------

@@ -149,7 +149,7 @@ def _write(c: Conn, builder: FactBuilder, runs: Sequence[Any], cached: Cached, t
     for r in rows:
         builder.note(dict(zip(FACT_COLUMNS, r)), +1)
     builder.stats.rebuilt += len(runs)
-    c.insert_rows(FACTS, FACT_COLUMNS, rows)
+    fullsync.insert_facts(c, rows)
 
 
 def _rebuild(c: Conn, builder: FactBuilder, keys: Sequence[tuple[int, str]], touched: set[int]) -> None:
