@@ -246,7 +246,8 @@ def has_change_triggers(conn: Any) -> bool:
         sql = (f"SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass('runs') "
                f"AND tgname IN ({c.marks(len(names))}) AND tgenabled <> 'D'")
     else:
-        sql = f"SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'runs' AND name IN ({c.marks(len(names))})"
+        sql = ("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'runs' "
+               f"AND name IN ({c.marks(len(names))})")
     return c.scalar(sql, names) == len(names)
 
 
