@@ -2,9 +2,10 @@
 
 A run and its usage streams become one row per (slot, model) (FactBuilder.rows), each model's
 cost estimated with a memo and reused from the facts' cache when its usage fingerprint did not
-change. ledger.report.sync writes them through SQLAlchemy Core; ledger.report.fullsync and
-ledger.report.quicksync, through the sqlite3 driver. Also the sorted figures of report_groups
-(pack_values / _unpack / _apply) and the sync's bookkeeping (FACT_RULES, GROUP_RULES).
+change. ledger.report.sync writes them (plain SQL on ledger.index.dbapi.Conn; a full sync on
+SQLite through ledger.report.fullsync, a few changed runs through ledger.report.quicksync).
+Also the sorted figures of report_groups (pack_values / _unpack / _apply) and the sync's
+bookkeeping (FACT_RULES, GROUP_RULES).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from types import SimpleNamespace
 from typing import Any, Sequence
 
 from ledger import progressline
+from ledger.index.dbapi import wrap
 from ledger.report import facts as F
 from ledger.report.buckets import epoch
 from ledger.report.costs import combine_codes, split_known, sum_known
@@ -225,10 +226,15 @@ def fact_tuples(b: F.FactBuilder, run: Any, streams: Sequence[Any], subjects: Se
     return [_as_tuple(d) for d in b.rows(ns, streams, {}, subjects)]
 
 
+def insert_facts(conn: Any, rows: Sequence[tuple]) -> None:
+    """Fact tuples (FACT_COLS order) into report_facts: the one insert of every sync (an
+    executemany on SQLite, COPY on PostgreSQL: ledger.index.dbapi.Conn.insert_rows)."""
+    wrap(conn).insert_rows("report_facts", FACT_COLS, rows)
+
+
 BATCH = 2000
 PARALLEL_AT = 20_000  # a home with more runs is built by two processes (this one and a fork)
 CHILD_SHARE = 0.55  # of the runs, the forked process's (this one also copies its rows in)
-_INSERT = f"INSERT INTO report_facts ({', '.join(FACT_COLS)}) VALUES ({', '.join('?' * len(FACT_COLS))})"
 # runs in the order of their facts' key (slot first): the facts' b-tree is then filled by
 # appending (in run-id order, i.e. at random, the same inserts cost ~3x)
 _RUNS = f"SELECT {', '.join(RUN_NAMES)} FROM runs WHERE home_id = ?"
@@ -408,7 +414,7 @@ def write_all(raw: Any, b: F.FactBuilder, parallel: bool = True) -> None:
                           "AND sql IS NOT NULL ORDER BY name").fetchall()
     for name, _ in indexes:
         raw.execute(f'DROP INDEX "{name}"')
-    insert = lambda rows: raw.executemany(_INSERT, rows)  # noqa: E731
+    insert = lambda rows: insert_facts(raw, rows)  # noqa: E731
     path = _index_path(raw) if parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork") else None
     homes = [h for (h,) in raw.execute("SELECT home_id FROM homes ORDER BY home_id").fetchall()]
     for home in homes:

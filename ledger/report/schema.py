@@ -1,10 +1,10 @@
 """The report tables' shape as the sync writes them, without SQLAlchemy (issue 10).
 
 The tables are declared with the index's schema (ledger.index.report_tables, SQLAlchemy
-models). The writers that go through the sqlite3 driver (ledger.report.fullsync, .quicksync)
-need their column lists without importing those models: the measures, kinds and codes come
-from ledger.index.reportshape (which the models use too); the column lists below are checked
-against the models by ledger.report.sync at import (and by tests/test_quicksync.py).
+models). The writers, in plain SQL (ledger.report.sync, .rollups, .fullsync, .quicksync), need
+their column lists without importing those models: the measures, kinds and codes come from
+ledger.index.reportshape (which the models use too); the column lists below are checked
+against the models by ledger.report.models.schema_disagreements (tests/test_quicksync.py).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def _synced_small(url: str, groups: bool = True) -> bool:
 
     try:
         return sync_small(url, groups=groups)
-    except NotAtHead:  # (the Core path creates, migrates or rebuilds it)
+    except NotAtHead:  # (sync() opens the index through ledger.index.ops: it creates, migrates or rebuilds it)
         return False
 
 

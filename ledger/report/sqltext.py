@@ -37,3 +37,10 @@ def _key_in(col: str, keys: Sequence[Any]) -> Sql:
     if len(values) < len(keys):
         conds.append(Sql(f"{col} IS NULL"))
     return _or(conds) if conds else Sql("1 = 0")
+
+
+def known_cost(cost: str, part: str) -> str:
+    """The known cost from the SQL expressions `cost` (the fully known costs' sum) and `part`
+    (the others' known parts): their sum, NULL when neither is known. What `--limit` ranks
+    groups by (ledger.report.top) and report_groups keeps as rank_auto (ledger.report.rollups)."""
+    return f"CASE WHEN {cost} IS NULL AND {part} IS NULL THEN NULL ELSE coalesce({cost}, 0) + coalesce({part}, 0) END"

@@ -13,7 +13,7 @@ from ledger.report.factsql import (
 )
 from ledger.report.kinds import SLOT_SECONDS
 from ledger.report.query import ReportQuery, resolved_order, time_bounds
-from ledger.report.sqltext import Sql, _and, _key_in
+from ledger.report.sqltext import Sql, _and, _key_in, known_cost
 from ledger.report.subjects import _FURTHER, _FURTHER_ON, _add_more_subjects
 
 
@@ -94,7 +94,7 @@ def _ranked(q: ReportQuery, inner: Sql, *, totals: bool) -> Sql:
     Keys are not compared in SQL (collations differ): _sort_rows breaks those ties."""
     cols = [f"c{i}" for i in range(1 + len(_RANK_FIELDS))]
     cost, part, t_in, t_out, t_cr, t_cw, runs = (f"g.{x}" for x in cols[1:])
-    known = f"CASE WHEN {cost} IS NULL AND {part} IS NULL THEN NULL ELSE coalesce({cost}, 0) + coalesce({part}, 0) END"
+    known = known_cost(cost, part)
     toks = (t_in, t_out, t_cr, t_cw)
     tokens = (f"CASE WHEN {' AND '.join(t + ' IS NULL' for t in toks)} THEN -1 "
               f"ELSE {' + '.join(f'coalesce({t}, 0)' for t in toks)} END")
