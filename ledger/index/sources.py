@@ -50,7 +50,8 @@ class Source(Protocol):
     fold: Callable[..., Folded]
 
     def previous(self, conn: Any, home_id: int, keys: list[str]) -> dict[str, Any]:
-        """The cursor rows of these known items, by key (what `fold` gets as the previous one)."""
+        """The cursor rows of these known items, by key (what `fold` gets as the previous one;
+        picklable: the workers get them)."""
 
     def damaged(self, home_id: int, item: Work, now: Any, encode: bool, problem: ScanProblem,
                 prev: Any) -> tuple:
