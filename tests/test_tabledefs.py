@@ -78,3 +78,16 @@ def test_index_commands_do_not_import_the_orm():
             "print('sqlalchemy.orm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_row_layouts_match_the_models():
+    """The column orders the runtime writes rows in (it imports no model) are the models':
+    a schema change cannot silently shift values into the wrong columns."""
+    from ledger.index.logfeed import LOG_SESSION_COLS, LOG_STATE_COLS
+    from ledger.index.project import EXPECTED_COLS, OUT_TABLES
+
+    tables = models.Base.metadata.tables
+    layouts = {**EXPECTED_COLS, "log_sessions": LOG_SESSION_COLS, "log_state": LOG_STATE_COLS}
+    assert {n: tuple(c.name for c in tables[n].columns) for n in layouts} == layouts
+    # (the run records' tables in write order, the cursor last)
+    assert OUT_TABLES == ("runs", "subjects", "attempts", "usage_streams", "tool_uses", "index_cursors")

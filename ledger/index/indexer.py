@@ -76,14 +76,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-import sqlalchemy as sa
-
 from ledger.home import home_problem
 from ledger.index import db as dbmod
 from ledger.index import copies, pglocks, sealing
 from ledger.index import homes as homes_mod
 from ledger.index.bulk import analyze_if_unknown, copy_batch, insert_dicts, insert_encoded
-from ledger.index.models import Home, IndexCursor
+from ledger.index.dbapi import wrap
 from ledger.index.project import Folded
 from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, delete_runs, launcher_dict
 from ledger.index.sourcelist import SOURCES
@@ -104,9 +102,6 @@ BATCH = 1000
 FAST_SQLITE = True
 PARALLEL_MIN = 64  # records in a batch before projecting them in worker processes
 FIRST_BATCH = 256  # the first batch is small: the workers start while the scan goes on
-
-homes_t = Home.__table__
-cursors_t = IndexCursor.__table__
 
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -217,7 +212,8 @@ class Indexer:
     def _index_home_locked(self, conn: Any, home: str, home_id: int) -> None:
         start_ns = time.time_ns()
         fresh = self._prepare is not None  # an empty database: nothing to look up
-        encode = FAST_SQLITE and conn.dialect.name == "sqlite"
+        c = wrap(conn)
+        encode = FAST_SQLITE and c.sqlite
         ctx = PassContext(conn=conn, home=home, home_id=home_id, full=self.full, fresh=fresh,
                           racy_before=start_ns - self.racy_ns, seal_before=start_ns - sealing.SEAL_GRACE_NS,
                           summary=self.summary, encode=encode, txn=lambda: self._txn(conn),
@@ -244,14 +240,12 @@ class Indexer:
             with self._txn(conn):
                 for found in discoveries:
                     found.write_state(lambda table, rows: insert_dicts(conn, table, rows, encode))
-                conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
-                             .values(last_indexed_at=dbmod.now_utc()))
-        elif conn.dialect.name != "sqlite":
+                c.execute("UPDATE homes SET last_indexed_at = ? WHERE home_id = ?", (c.dt(dbmod.now_utc()), home_id))
+        elif not c.sqlite:
             # a shared index: `ledger homes list` shows when each home last synced, changes or
             # not (the server's clock: client clocks disagree)
             with self._txn(conn):
-                conn.execute(sa.update(homes_t).where(homes_t.c.home_id == home_id)
-                             .values(last_indexed_at=sa.func.now()))
+                c.execute("UPDATE homes SET last_indexed_at = now() WHERE home_id = ?", (home_id,))
 
     def _flush(self, conn: Any, home_id: int, source: Source, batch: list[Work], found: Any) -> None:
         """Start folding a batch and write the previous one (pipelined: the workers read and
@@ -272,13 +266,10 @@ class Indexer:
         known = [w.name for w in batch if w.cur is not None]
         prevs: dict[str, Any] = {}
         if known:
-            cursors_t = source.tables[-1]
-            key = cursors_t.c[source.key]
             with self._txn(conn):
-                for row in conn.execute(sa.select(cursors_t).where(cursors_t.c.home_id == home_id, key.in_(known))):
-                    prevs[row._mapping[source.key]] = row
+                prevs = source.previous(conn, home_id, known)
         now = dbmod.now_utc()
-        encode = FAST_SQLITE and conn.dialect.name == "sqlite"
+        encode = FAST_SQLITE and wrap(conn).sqlite
         handle = None
         if self.workers > 1 and len(batch) >= PARALLEL_MIN:
             handle = self._pool.start(conn, source.fold, home_id, batch, prevs, now, encode)
@@ -294,7 +285,7 @@ class Indexer:
             results, scratch = self._pool.results(p.handle)
         self._write_batch(conn, home_id, p, results, scratch)
         if not self._done:  # (once a pass: the first batch)
-            analyze_if_unknown(conn, lambda: self._txn(conn), p.source.tables)
+            analyze_if_unknown(conn, lambda: self._txn(conn), _bulk_tables(p.source.tables))
         found.folded(p.batch)
         self._done += len(p.batch)
         gc.collect(1)
@@ -306,8 +297,8 @@ class Indexer:
         s = self.summary
         source, now, encode = p.source, p.now, p.encode
         known = [w.name for w in p.batch if w.cur is not None]
-        out: dict[str, list[Any]] = {t.name: [] for t in source.tables}
-        tally(s, p.batch, results, p.prevs, out, out[source.tables[-1].name],
+        out: dict[str, list[Any]] = {t: [] for t in source.tables}
+        tally(s, p.batch, results, p.prevs, out, out[source.tables[-1]],
               lambda w, problem, prev: source.damaged(home_id, w, now, encode, problem, prev))
 
         def replace() -> None:
@@ -320,31 +311,33 @@ class Indexer:
             if source.name == "runs" and written and self._may_hold_copies(conn):
                 self._drop_copies(conn, home_id, written)
 
-        copy_batch(conn, lambda: self._txn(conn), source.tables, out, scratch, encode, replace, after)
+        copy_batch(conn, lambda: self._txn(conn), _bulk_tables(source.tables), out, scratch, encode, replace, after)
 
     def _may_hold_copies(self, conn: Any) -> bool:
         """Whether another home may hold a run of this batch. SQLite has one writer: with one
         home in the index there is none. A server database is always checked (a home
         registered meanwhile could be writing the same run)."""
-        if conn.dialect.name != "sqlite":
+        c = wrap(conn)
+        if not c.sqlite:
             return True
         if self._prepare is not None:  # (a fresh build: its homes are known)
             return len(self._fresh_homes) > 1
-        return conn.execute(sa.select(sa.func.count()).select_from(homes_t)).scalar_one() > 1
+        return c.scalar("SELECT count(*) FROM homes") > 1
 
     def _drop_copies(self, conn: Any, home_id: int, written: dict[str, Work]) -> None:
         """In the batch's transaction: runs another home holds already are its (ledger.index.copies)."""
         names = sorted(written)
-        if conn.dialect.name == "postgresql":
+        c = wrap(conn)
+        if c.dialect == "postgresql":
             pglocks.lock_copies(conn, names)
         found = copies.others(conn, home_id, names)
         if not found:
             return
         delete_runs(conn, home_id, list(found), with_cursors=False)
-        c = cursors_t.c
         same = [n for n, (_h, ok) in found.items() if ok]
         if same:
-            conn.execute(sa.update(cursors_t).where(c.home_id == home_id, c.run_id.in_(same)).values(status=copies.COPY))
+            c.execute(f"UPDATE index_cursors SET status = ? WHERE home_id = ? AND run_id IN ({c.marks(len(same))})",
+                      (copies.COPY, home_id, *same))
             self.summary.copies += len(same)
         for name, (other, ok) in found.items():
             if ok:
@@ -352,6 +345,14 @@ class Indexer:
             reason = (f"another home has a run with this id and a different manifest "
                       f"({copies.home_label(conn, other)}); this copy is not counted")
             path = written[name].path
-            conn.execute(sa.update(cursors_t).where(c.home_id == home_id, c.run_id == name)
-                         .values(status="damaged", problem=reason, problem_path=path, settled=False))
+            c.execute("UPDATE index_cursors SET status = ?, problem = ?, problem_path = ?, settled = ? "
+                      "WHERE home_id = ? AND run_id = ?", ("damaged", reason, path, False, home_id, name))
             self.summary.skipped.append(ScanProblem(path, reason))
+
+
+def _bulk_tables(names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The SQLAlchemy tables of these names, as bulk.py takes them. A bridge: once bulk takes
+    table names (its own conversion), the calls pass `source.tables` and this goes."""
+    from ledger.index import models
+
+    return tuple(models.Base.metadata.tables[n] for n in names)

@@ -13,6 +13,11 @@ from typing import Any, Iterator
 from ledger.sources.archiveformat import CHANGED_FILE, LINK_REASON, ZSTD_SUFFIX
 
 SOURCES_DIR = "sources"
+# the columns of the tables the log pass writes, in the models' order (tests/test_tabledefs.py
+# checks them, as project.EXPECTED_COLS for the run records' tables)
+LOG_SESSION_COLS = ("home_id", "row_id", "source", "provider_session_id", "linked_run_id", "files", "path",
+                    "fingerprint", "indexed_at")
+LOG_STATE_COLS = ("home_id", "source", "state", "indexed_at")
 ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
 
 

@@ -12,13 +12,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
 
 from ledger import progressline
+from ledger.index.dbapi import Conn, wrap
 from ledger.index.logclients import COUNTERS, Session, Stream, row_id
-from ledger.index.logfeed import SOURCES_DIR
-from ledger.index.models import LogSession, Run, ToolUse, UsageStream
-from ledger.index.report_tables import SLOT_SECONDS
+from ledger.index.logfeed import LOG_SESSION_COLS, SOURCES_DIR
+from ledger.index.project import EXPECTED_COLS
+from ledger.index.reportshape import SLOT_SECONDS
 from ledger.index.scan import delete_runs
 from ledger.records.timefmt import parse_rfc3339
 from ledger.records.verdict import judge_session
@@ -30,10 +30,10 @@ PROJECTION_V = 4  # part of every session's fingerprint: a change to the rows be
 LINK_CHUNK = 500
 ADOPTED = "log:"  # the stream ids of a session's usage that an interactive run took (see _adopting)
 
-runs_t = Run.__table__
-streams_t = UsageStream.__table__
-tools_t = ToolUse.__table__
-sessions_t = LogSession.__table__
+# the columns of each table the rows go to, in write order (a row's missing keys are NULL)
+_COLS = {"runs": EXPECTED_COLS["runs"], "usage_streams": EXPECTED_COLS["usage_streams"],
+         "tool_uses": EXPECTED_COLS["tool_uses"], "log_sessions": LOG_SESSION_COLS}
+_DATETIMES = ("created_at", "ended_at", "indexed_at")
 
 
 def project(src: Any, summary: Any, conn: Any, h: int, usage: Any, files: dict[str, Any], everything: bool,
@@ -42,12 +42,12 @@ def project(src: Any, summary: Any, conn: Any, h: int, usage: Any, files: dict[s
     `everything`, else those whose fingerprint changed); counts them in `summary`."""
     what = f"indexing {src.spec.label} sessions"
     progressline.show(what, 0, 0, "sessions")
+    c = wrap(conn)
     sessions = src.spec.sessions(usage)
-    links = _links(conn, h, src.spec.harness, sorted(sessions))
-    adopting = _adopting(conn, h, sorted(set(links.values())))
-    old = {rid: fp for rid, fp in conn.execute(
-        sa.select(sessions_t.c.row_id, sessions_t.c.fingerprint).where(
-            sessions_t.c.home_id == h, sessions_t.c.source == src.name))}
+    links = _links(c, h, src.spec.harness, sorted(sessions))
+    adopting = _adopting(c, h, sorted(set(links.values())))
+    old = dict(c.rows("SELECT row_id, fingerprint FROM log_sessions WHERE home_id = ? AND source = ?",
+                      (h, src.name)))
     now = datetime.now(timezone.utc)
     from ledger.pricing import price_data_version
 
@@ -68,10 +68,10 @@ def project(src: Any, summary: Any, conn: Any, h: int, usage: Any, files: dict[s
     for i in range(0, len(drop), LINK_CHUNK):
         chunk = drop[i:i + LINK_CHUNK]
         delete_runs(conn, h, chunk, False)
-        conn.execute(sa.delete(sessions_t).where(sessions_t.c.home_id == h, sessions_t.c.row_id.in_(chunk)))
+        c.execute(f"DELETE FROM log_sessions WHERE home_id = ? AND row_id IN ({c.marks(len(chunk))})", (h, *chunk))
     if not write:
         return
-    elsewhere = _held_elsewhere(conn, h, [rid for rid, _, _ in write])
+    elsewhere = _held_elsewhere(conn, c, h, [rid for rid, _, _ in write])
     price = _Pricer(src.spec.provider)
     runs, streams, tools, logs = [], [], [], []
     adopted: list[tuple[str, dict[str, Any]]] = []
@@ -105,19 +105,36 @@ def project(src: Any, summary: Any, conn: Any, h: int, usage: Any, files: dict[s
             row["stream_id"] = ADOPTED + row["stream_id"]
         adopted.append((linked, run))
     for linked, _ in adopted:  # (what an earlier projection of the session gave the run)
-        conn.execute(sa.delete(streams_t).where(streams_t.c.home_id == h, streams_t.c.run_id == linked,
-                                                streams_t.c.stream_id.like(ADOPTED + "%")))
-        conn.execute(sa.delete(tools_t).where(tools_t.c.home_id == h, tools_t.c.run_id == linked))
-    for table, rows in ((runs_t, runs), (streams_t, streams), (tools_t, tools), (sessions_t, logs)):
-        for i in range(0, len(rows), 2000):
-            progressline.show(f"{what}: writing {table.name}", i, len(rows), "rows")
-            conn.execute(sa.insert(table), rows[i:i + 2000])
+        c.execute("DELETE FROM usage_streams WHERE home_id = ? AND run_id = ? AND stream_id LIKE ?",
+                  (h, linked, ADOPTED + "%"))
+        c.execute("DELETE FROM tool_uses WHERE home_id = ? AND run_id = ?", (h, linked))
+    for table, rows in (("runs", runs), ("usage_streams", streams), ("tool_uses", tools), ("log_sessions", logs)):
+        _insert(c, table, rows, what)
     for linked, run in adopted:  # (after its streams: the report's change log sees the run's update)
-        r = runs_t.c
-        conn.execute(sa.update(runs_t).where(r.home_id == h, r.run_id == linked).values(
-            model=sa.func.coalesce(r.model, run["model"]), indexed_at=now,
-            **{k: run[k] for k in (*_RUN_COUNTERS, "cost_usd", "streams", "final_streams", "tool_calls",
-                                   "tool_ok", "tool_errors", "tool_semantic_errors")}))
+        c.execute(f"UPDATE runs SET model = coalesce(model, ?), indexed_at = ?, {_ADOPT_SET} "
+                  "WHERE home_id = ? AND run_id = ?",
+                  (run["model"], c.dt(now), *(run[k] for k in _ADOPT_COLS), h, linked))
+
+
+# the figures an adopting run takes from its session (with its model when it names none)
+_ADOPT_COLS = (*COUNTERS, "cost_usd", "streams", "final_streams", "tool_calls", "tool_ok", "tool_errors",
+               "tool_semantic_errors")
+_ADOPT_SET = ", ".join(f"{k} = ?" for k in _ADOPT_COLS)
+
+
+def _insert(c: Conn, table: str, rows: list[dict[str, Any]], what: str) -> None:
+    """`rows` (dicts) into `table`, 2,000 at a time (datetimes as the dialect stores them)."""
+    cols = _COLS[table]
+    dts = [i for i, k in enumerate(cols) if k in _DATETIMES]
+    for i in range(0, len(rows), 2000):
+        progressline.show(f"{what}: writing {table}", i, len(rows), "rows")
+        out = []
+        for row in rows[i:i + 2000]:
+            vals = [row.get(k) for k in cols]
+            for j in dts:
+                vals[j] = c.dt(vals[j])
+            out.append(vals)
+        c.insert_rows(table, cols, out)
 
 
 def _rows(src: Any, h: int, rid: str, s: Session, main: str | None, price: "_Pricer", now: datetime
@@ -160,7 +177,7 @@ def _rows(src: Any, h: int, rid: str, s: Session, main: str | None, price: "_Pri
         **judge_session(gaps)._asdict(),
         "state": "settled", "evidence_gaps": gaps, "usage_gaps": 0, "record_rewrites": 0,
         "streams": len(st_rows), "final_streams": sum(1 for r in st_rows if r["final_receipt"]),
-        **{c: totals.get(c) for c in _RUN_COUNTERS}, "total_input_tokens": None, "peak_input_tokens": None,
+        **{c: totals.get(c) for c in COUNTERS}, "total_input_tokens": None, "peak_input_tokens": None,
         "context_window_tokens": None, "cost_usd": cost, "provider_session_id": s.sid, "final_answer": None,
         "final_answer_exact": None, "api_retries": 0, "skill_invoked": None,
         "tool_calls": sum(s.tools.values()), "tool_ok": res[0], "tool_errors": res[1],
@@ -172,7 +189,6 @@ def _rows(src: Any, h: int, rid: str, s: Session, main: str | None, price: "_Pri
 
 
 _STREAM_COUNTERS = COUNTERS
-_RUN_COUNTERS = COUNTERS
 
 
 class _Pricer:
@@ -215,31 +231,30 @@ def _dt(v: Any) -> datetime | None:
         return None
 
 
-def _links(conn: Any, h: int, harness: str, sids: list[str]) -> dict[str, str]:
+def _links(c: Conn, h: int, harness: str, sids: list[str]) -> dict[str, str]:
     """provider session id -> the run record that holds it (the earliest, when several do)."""
     out: dict[str, str] = {}
-    r = runs_t.c
     for i in range(0, len(sids), LINK_CHUNK):
         chunk = sids[i:i + LINK_CHUNK]
-        for rid, psid in conn.execute(
-                sa.select(r.run_id, r.provider_session_id).where(
-                    r.home_id == h, r.source == "record", r.harness == harness,
-                    r.provider_session_id.in_(chunk)).order_by(r.run_id)):
+        for rid, psid in c.rows(
+                "SELECT run_id, provider_session_id FROM runs WHERE home_id = ? AND source = ? AND harness = ? "
+                f"AND provider_session_id IN ({c.marks(len(chunk))}) ORDER BY run_id",
+                (h, "record", harness, *chunk)):
             out.setdefault(psid, rid)
     return out
 
 
-def _adopting(conn: Any, h: int, rids: list[str]) -> set[str]:
+def _adopting(c: Conn, h: int, rids: list[str]) -> set[str]:
     """The linked runs that take their session's figures: interactive run records holding no
     usage of their own (the session was not resolved when the agent exited, issue 33)."""
-    r, u = runs_t.c, streams_t.c
-    own = sa.select(u.run_id).where(u.home_id == r.home_id, u.run_id == r.run_id,
-                                    sa.not_(u.stream_id.like(ADOPTED + "%"))).exists()
     out: set[str] = set()
     for i in range(0, len(rids), LINK_CHUNK):
-        out.update(row[0] for row in conn.execute(sa.select(r.run_id).where(
-            r.home_id == h, r.source == "record", r.surface == "interactive",
-            r.run_id.in_(rids[i:i + LINK_CHUNK]), sa.not_(own))))
+        chunk = rids[i:i + LINK_CHUNK]
+        out.update(row[0] for row in c.rows(
+            "SELECT r.run_id FROM runs AS r WHERE r.home_id = ? AND r.source = ? AND r.surface = ? "
+            f"AND r.run_id IN ({c.marks(len(chunk))}) AND NOT EXISTS (SELECT 1 FROM usage_streams AS u "
+            "WHERE u.home_id = r.home_id AND u.run_id = r.run_id AND u.stream_id NOT LIKE ?)",
+            (h, "record", "interactive", *chunk, ADOPTED + "%")))
     return out
 
 
@@ -255,20 +270,21 @@ def _fingerprint(s: Session, linked: str | None, version: str) -> int:
     return int.from_bytes(h.digest()[:8], "big", signed=True)
 
 
-def _held_elsewhere(conn: Any, h: int, rids: list[str]) -> set[str]:
+def _held_elsewhere(conn: Any, c: Conn, h: int, rids: list[str]) -> set[str]:
     """The sessions of `rids` another home of the index already counts (the same client logs
     imported into two homes, a home and its copy): a session is counted once."""
     from ledger.index import pglocks
 
     if not rids:
         return set()
-    if conn.dialect.name == "sqlite" and conn.execute(sa.text("SELECT count(*) FROM homes")).scalar_one() < 2:
+    if c.sqlite and c.scalar("SELECT count(*) FROM homes") < 2:
         return set()
-    if conn.dialect.name == "postgresql":
-        pglocks.lock_copies(conn, rids)
-    r = runs_t.c
+    if c.dialect == "postgresql":
+        pglocks.lock_copies(conn, rids)  # (pglocks takes the caller's connection)
     out: set[str] = set()
     for i in range(0, len(rids), LINK_CHUNK):
-        out.update(row[0] for row in conn.execute(
-            sa.select(r.run_id).where(r.home_id != h, r.run_id.in_(rids[i:i + LINK_CHUNK])).distinct()))
+        chunk = rids[i:i + LINK_CHUNK]
+        out.update(row[0] for row in c.rows(
+            f"SELECT DISTINCT run_id FROM runs WHERE home_id != ? AND run_id IN ({c.marks(len(chunk))})",
+            (h, *chunk)))
     return out

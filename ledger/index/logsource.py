@@ -41,24 +41,21 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 import orjson
-import sqlalchemy as sa
 
 from ledger import progressline
 from ledger.index import logfeed, logrows
+from ledger.index.dbapi import Conn, wrap
 from ledger.index.fresh import LOG_STATE_FORMAT as STATE_V  # the log_state document's own layout ("v")
 from ledger.index.logclients import CLIENTS, state_v
-from ledger.index.logfeed import SOURCES_DIR, archive_files, change_marker, state_problems
-from ledger.index.models import LogState
+from ledger.index.logfeed import LOG_STATE_COLS, SOURCES_DIR, archive_files, change_marker, state_problems
 from ledger.sources.archiveformat import PROBLEMS, ZSTD_SUFFIX, archive_reason, parse_problems
-
-state_t = LogState.__table__
 
 # ---------------------------------------------------------------- the source
 
 class LogSource:
     """One client's archive (`sources/<client>/`) as a source of the index."""
 
-    tables: tuple[sa.Table, ...] = ()  # no per-item work: the pass is done in settle()
+    tables: tuple[str, ...] = ()  # no per-item work: the pass is done in settle()
     key = "row_id"
 
     def __init__(self, client: str) -> None:
@@ -75,6 +72,7 @@ class LogSource:
 
     damaged = fold
     delete = fold
+    previous = fold
 
 
 class LogPass:
@@ -100,12 +98,12 @@ class LogPass:
         ctx, src = self.ctx, self.source
         root = os.path.join(ctx.home, SOURCES_DIR, src.client)
         conn, h = ctx.conn, ctx.home_id
+        c = wrap(conn)
         marker = change_marker(root)
         if marker is None and not os.path.isdir(root) and ctx.fresh:
             return False  # (nothing imported, nothing indexed: no query)
         with ctx.txn():
-            row = None if ctx.fresh else conn.execute(
-                sa.select(state_t.c.state).where(state_t.c.home_id == h, state_t.c.source == src.name)).first()
+            row = None if ctx.fresh else _state(c, h, src.name)
         cur = orjson.loads(row[0]) if row is not None else {"v": STATE_V, "files": {}}
         # a fresh index starts where the client's first import folded its lines (ledger.sources.prefold)
         pre = None if row is not None or ctx.full else _prefold(root, src)
@@ -122,7 +120,7 @@ class LogPass:
                     self._report(self._problems() if row is not None else {})
                 return False
             with ctx.txn():
-                if not _links_changed(conn, h, src, self.source.spec.harness):
+                if not _links_changed(c, h, src, self.source.spec.harness):
                     self._report(self._problems())
                     return False
             self.runs_changed = True  # (re-project: the links differ)
@@ -139,17 +137,15 @@ class LogPass:
             if not changed and not gone and not self.runs_changed and not stale and not ctx.full and row is not None:
                 self._report(self._problems())
                 if marker != cur.get("marker"):  # (an import that added nothing here)
-                    conn.execute(sa.update(state_t).where(state_t.c.home_id == h, state_t.c.source == src.name)
-                                 .values(state=orjson.dumps({**cur, "marker": marker}).decode()))
+                    c.execute("UPDATE log_state SET state = ? WHERE home_id = ? AND source = ?",
+                              (orjson.dumps({**cur, "marker": marker}).decode(), h, src.name))
                 return False
             # (--full reads the whole archive again: a frame damaged in place keeps the file's
             # size and inode, and only a read finds it, as `ledger verify` does)
             reset = ctx.full or stale or bool(gone) or any(
                 rel in known and (files[rel].st_size < known[rel][0] or files[rel].st_ino != known[rel][1])
                 for rel in changed)
-            reducer_row = None if (reset or row is None) else conn.execute(
-                sa.select(state_t.c.state).where(state_t.c.home_id == h,
-                                                 state_t.c.source == src.name + "/reducer")).first()
+            reducer_row = None if (reset or row is None) else _state(c, h, src.name + "/reducer")
             usage = src.spec.reducer(orjson.loads(reducer_row[0]) if reducer_row is not None
                                      else pre[1] if pre is not None and not reset else None)
             pre = None  # (the fold's parsed state: the reducer holds its own copy; a large one is ~2x its JSON)
@@ -185,9 +181,9 @@ class LogPass:
                                 if not any(rel.startswith(link + "/") for link in links))
                 problems.update(links)
             logrows.project(src, ctx.summary, conn, h, usage, files, reset or row is None, problems)
-            now = datetime.now(timezone.utc)
-            conn.execute(sa.delete(state_t).where(state_t.c.home_id == h, state_t.c.source.in_(
-                [src.name, src.name + "/reducer", src.name + PROBLEMS])))
+            now = c.dt(datetime.now(timezone.utc))
+            c.execute("DELETE FROM log_state WHERE home_id = ? AND source IN (?, ?, ?)",
+                      (h, src.name, src.name + "/reducer", src.name + PROBLEMS))
             rows = [{"home_id": h, "source": src.name, "state": orjson.dumps(
                 {"v": STATE_V, "rv": state_v(src.client), "files": known, "marker": marker}).decode(),
                 "indexed_at": now}]
@@ -197,7 +193,7 @@ class LogPass:
             if problems:
                 rows.append({"home_id": h, "source": src.name + PROBLEMS, "indexed_at": now,
                              "state": orjson.dumps({"v": 1, "problems": problems}, option=orjson.OPT_SORT_KEYS).decode()})
-            conn.execute(sa.insert(state_t), rows)
+            c.insert_rows("log_state", LOG_STATE_COLS, [[r[k] for k in LOG_STATE_COLS] for r in rows])
         progressline.done()
         self._report(problems)
         return True
@@ -223,18 +219,21 @@ def _prefold(root: str, src: "LogSource") -> tuple[dict[str, list[int]], dict[st
     return prefold.load(os.path.join(root, STATE_DIR), src.client, state_v(src.client))
 
 
+def _state(c: Conn, h: int, source: str) -> tuple | None:
+    """The log_state row (state,) of `source` in home `h`, or None."""
+    return c.one("SELECT state FROM log_state WHERE home_id = ? AND source = ?", (h, source))
+
+
 def stored_problems(conn: Any, h: int, source: str) -> dict[str, list[Any]]:
-    row = conn.execute(sa.select(state_t.c.state).where(state_t.c.home_id == h,
-                                                          state_t.c.source == source + PROBLEMS)).first()
+    row = _state(wrap(conn), h, source + PROBLEMS)
     return {} if row is None else parse_problems(row[0])
 
 
-def _links_changed(conn: Any, h: int, src: LogSource, harness: str) -> bool:
+def _links_changed(c: Conn, h: int, src: LogSource, harness: str) -> bool:
     """Whether a session's link to a run record differs from what log_sessions holds (the rule
     is ledger.index.fresh.links_changed, shared with the small pass)."""
     from ledger.index.fresh import links_changed
-    from ledger.index.dbapi import wrap
 
     if src.name != f"{harness}-log":  # pragma: no cover - (a source named otherwise than its client)
         raise ValueError(src.name)
-    return links_changed(wrap(conn).rows, h, harness)
+    return links_changed(c.rows, h, harness)

@@ -20,7 +20,7 @@ import orjson
 
 from ledger.errors import RecordError
 from ledger.index.sealing import EVENTS, LINK_SIG, MANIFEST, TERMINAL, file_sig, prefix_sha
-from ledger.index.work import PREFIX_BYTES, Work, files_sig
+from ledger.index.work import PREFIX_BYTES, PrevCursor, Work, files_sig
 from ledger.records import reader
 from ledger.records.fold import OVERFLOW, _known, command_text, exit_code_of, reduce_usage, run_model
 from ledger.records.liveness import liveness
@@ -379,10 +379,7 @@ EXPECTED_COLS = {
     "usage_streams": ("home_id", "run_id", "stream_id", "provider", "model", "attempt_key", "turn_key",
                       "observations", "final_receipt", *COUNTER_COLUMNS, "cost_usd", "slot", "est_cost_usd"),
     "tool_uses": ("home_id", "run_id", "tool_name", "uses", "ok", "errors", "semantic_errors"),
-    "index_cursors": ("home_id", "run_id", "shard", "status", "problem", "problem_path", "settled", "racy",
-                      "dir_sig", "events_sig", "files_sig", "context_sig", "context_ok", "events_ino",
-                      "events_offset", "torn", "prefix_len", "prefix_sha256", "record_rewrites", "fold_state",
-                      "indexed_at"),
+    "index_cursors": PrevCursor._fields,
 }
 # the tables a run record's rows go to, in write order (the cursor last)
 OUT_TABLES = tuple(EXPECTED_COLS)

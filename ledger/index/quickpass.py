@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 QUICK_MAX = 32  # records: more go to the full pass (it reads them in worker processes)
 CHILD_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses")  # scan.CHILD_TABLES
@@ -37,44 +37,6 @@ CHILD_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses")  # scan.CH
 
 class _Decline(Exception):
     """Not a small change after all: the full pass does it."""
-
-
-class PrevCursor(NamedTuple):
-    """An index_cursors row as the full pass hands it to the projection (SQLAlchemy's types:
-    booleans as bool; project.EXPECTED_COLS order)."""
-
-    home_id: int
-    run_id: str
-    shard: str
-    status: str
-    problem: str | None
-    problem_path: str | None
-    settled: bool
-    racy: bool
-    dir_sig: str | None
-    events_sig: str | None
-    files_sig: str | None
-    context_sig: str | None
-    context_ok: bool | None
-    events_ino: int | None
-    events_offset: int
-    torn: bool
-    prefix_len: int
-    prefix_sha256: str | None
-    record_rewrites: int
-    fold_state: str | None
-    indexed_at: Any
-
-
-_BOOLS = (6, 7, 12, 15)  # settled, racy, context_ok, torn
-
-
-def _prev(row: Sequence[Any]) -> PrevCursor:
-    vals = list(row)
-    for i in _BOOLS:
-        if vals[i] is not None:
-            vals[i] = bool(vals[i])
-    return PrevCursor(*vals)
 
 
 def _marks(n: int) -> str:
@@ -119,18 +81,13 @@ def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> 
     """What the full pass writes for these records and shards (indexer._write_batch, then
     scan.RunScan.folded / settle / write_state and the home's last_indexed_at)."""
     from ledger.index import db as dbmod
-    from ledger.index.project import EXPECTED_COLS, OUT_TABLES, damaged_cursor, enc_datetime, fold_record, plan
-    from ledger.index.work import Work, tally
+    from ledger.index.project import OUT_TABLES, damaged_cursor, enc_datetime, fold_record, plan
+    from ledger.index.work import Work, prev_cursors, tally
     from ledger.records.liveness import gone_for_good
 
     works = [Work(*t) for t in changes.works]
     known = [w.name for w in works if w.cur is not None]
-    prevs: dict[str, PrevCursor] = {}
-    if known:
-        cols = ", ".join(EXPECTED_COLS["index_cursors"])
-        for row in con.execute(f"SELECT {cols} FROM index_cursors WHERE home_id = ? AND run_id IN ({_marks(len(known))})",
-                               (h, *known)):
-            prevs[row[1]] = _prev(row)
+    prevs = prev_cursors(lambda sql, params: con.execute(sql, params).fetchall(), h, known)
     now = dbmod.now_utc()
     results = [fold_record(h, w, prevs.get(w.name), now, True) for w in works]
     out: dict[str, list[Any]] = {k: [] for k in OUT_TABLES}

@@ -11,22 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Protocol
 
-import sqlalchemy as sa
-
-from ledger.index.models import Attempt, IndexCursor, Run, RunSubject, ToolUse, UsageStream
-from ledger.index.project import EXPECTED_COLS, OUT_TABLES, Folded, damaged_cursor, fold_record
+from ledger.index.dbapi import wrap
+from ledger.index.project import OUT_TABLES, Folded, damaged_cursor, fold_record
 from ledger.index.scan import RunScan, Work, delete_runs
 from ledger.index.work import PassContext  # noqa: F401 - (re-exported: the sources' interface)
+from ledger.index.work import prev_cursors
 from ledger.records.model import ScanProblem
 
-
-# the tables a run record's rows go to, in write order (the cursor last; project.OUT_TABLES)
-RUN_TABLES = (Run.__table__, RunSubject.__table__, Attempt.__table__, UsageStream.__table__, ToolUse.__table__,
-              IndexCursor.__table__)
-TABLES = {t.name: t for t in RUN_TABLES}
-if tuple(TABLES) != OUT_TABLES or any(tuple(c.name for c in TABLES[n].columns) != cols
-                                      for n, cols in EXPECTED_COLS.items()):  # pragma: no cover
-    raise RuntimeError("indexer row layout differs from the models: update project.EXPECTED_COLS and the builder")
+# (The tables are named, their columns are project.EXPECTED_COLS: tests/test_tabledefs.py
+# checks those against the models.)
 
 
 class Discovery(Protocol):
@@ -41,13 +34,13 @@ class Discovery(Protocol):
     def settle(self) -> bool:
         """After the last batch: write what changed besides the items; whether anything did."""
 
-    def write_state(self, insert_rows: Callable[[sa.Table, list[dict[str, Any]]], None]) -> None:
+    def write_state(self, insert_rows: Callable[[str, list[dict[str, Any]]], None]) -> None:
         """In the pass's closing transaction: the source's own bookkeeping rows."""
 
 
 class Source(Protocol):
     name: str  # stable: never renamed (it may key cursors and settings)
-    tables: tuple[sa.Table, ...]  # the tables it writes, keyed by (home_id, key); its cursor table last
+    tables: tuple[str, ...]  # the names of the tables it writes, keyed by (home_id, key); its cursor table last
     key: str  # the item id column of those tables
 
     def discover(self, ctx: PassContext) -> Discovery: ...
@@ -55,6 +48,10 @@ class Source(Protocol):
     # A module-level function (the workers get it pickled by name): fold(home_id, item, previous
     # cursor row or None, now, encode, out=None) -> Folded (rows + the new cursor row).
     fold: Callable[..., Folded]
+
+    def previous(self, conn: Any, home_id: int, keys: list[str]) -> dict[str, Any]:
+        """The cursor rows of these known items, by key (what `fold` gets as the previous one;
+        picklable: the workers get them)."""
 
     def damaged(self, home_id: int, item: Work, now: Any, encode: bool, problem: ScanProblem,
                 prev: Any) -> tuple:
@@ -68,7 +65,7 @@ class RunRecordsSource:
     """Run records written by `ledger run`: `runs/<xx>/run_*/` (scan.py, project.py)."""
 
     name = "runs"
-    tables = RUN_TABLES
+    tables = OUT_TABLES
     key = "run_id"
     fold = staticmethod(fold_record)
     damaged = staticmethod(damaged_cursor)
@@ -76,3 +73,7 @@ class RunRecordsSource:
 
     def discover(self, ctx: PassContext) -> RunScan:
         return RunScan(ctx)
+
+    @staticmethod
+    def previous(conn: Any, home_id: int, keys: list[str]) -> dict[str, Any]:
+        return prev_cursors(wrap(conn).rows, home_id, keys)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ledger.index.sealing import SeenCursor
 
@@ -57,6 +57,53 @@ class Work:
         # sent to the workers as a plain tuple: pickling dataclass state cost ~10 us per record
         return (Work, (self.path, self.name, self.dsig, self.esig, self.esize, self.eino, self.cur, self.racy,
                        self.shard, self.sealable, self.verify, self.unsettled))
+
+
+class PrevCursor(NamedTuple):
+    """An index_cursors row as the pass hands it to the projection (booleans as bool, as
+    SQLAlchemy read them; its fields are project.EXPECTED_COLS["index_cursors"])."""
+
+    home_id: int
+    run_id: str
+    shard: str
+    status: str
+    problem: str | None
+    problem_path: str | None
+    settled: bool
+    racy: bool
+    dir_sig: str | None
+    events_sig: str | None
+    files_sig: str | None
+    context_sig: str | None
+    context_ok: bool | None
+    events_ino: int | None
+    events_offset: int
+    torn: bool
+    prefix_len: int
+    prefix_sha256: str | None
+    record_rewrites: int
+    fold_state: str | None
+    indexed_at: Any  # (as the dialect reads it: SQLite's text; unused by the projection)
+
+
+_BOOLS = (6, 7, 12, 15)  # settled, racy, context_ok, torn (SQLite reads 0/1)
+_CURSOR_SQL = f"SELECT {', '.join(PrevCursor._fields)} FROM index_cursors WHERE home_id = ? AND run_id IN "
+
+
+def prev_cursors(rows: Callable[[str, Sequence[Any]], list[tuple]], home_id: int, names: list[str]
+                 ) -> dict[str, PrevCursor]:
+    """The cursor rows of these records (`rows(sql, params)`: a query of the index, as
+    dbapi.Conn.rows), by run id: what the projection compares a record with."""
+    out: dict[str, PrevCursor] = {}
+    if not names:
+        return out
+    for row in rows(f"{_CURSOR_SQL}({', '.join('?' * len(names))})", (home_id, *names)):
+        vals = list(row)
+        for i in _BOOLS:
+            if vals[i] is not None:
+                vals[i] = bool(vals[i])
+        out[row[1]] = PrevCursor(*vals)
+    return out
 
 
 def tally(s: Any, batch: list[Work], results: list[Any], prevs: dict[str, Any], out: dict[str, list[Any]],

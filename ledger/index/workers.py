@@ -38,15 +38,6 @@ def unlink(path: str) -> None:
         pass
 
 
-def plain(row: Any) -> Any:
-    """A cursor row as a picklable namespace (attribute access like the Row)."""
-    if row is None:
-        return None
-    from types import SimpleNamespace
-
-    return SimpleNamespace(**row._mapping)
-
-
 def project_task(args: tuple) -> Folded:
     """One record folded in a worker process (rows come back pickled)."""
     fold, home_id, w, prev, now, encode = args
@@ -144,10 +135,10 @@ class Workers:
                 out_path = os.path.join(directory, f"part-{self._parts}.sqlite")
                 part = batch[i:i + size]
                 parts.append((out_path, self._pool.apply_async(project_part, ((
-                    fold, home_id, part, [plain(prevs.get(w.name)) for w in part], now, out_path,
+                    fold, home_id, part, [prevs.get(w.name) for w in part], now, out_path,
                     self._template),))))
             return Parts(parts)
-        args = [(fold, home_id, w, plain(prevs.get(w.name)), now, encode) for w in batch]
+        args = [(fold, home_id, w, prevs.get(w.name), now, encode) for w in batch]
         return self._pool.map_async(project_task, args, chunksize=max(1, len(args) // (workers * 4)))
 
     @staticmethod
