@@ -73,18 +73,27 @@ def project(src: Any, summary: Any, conn: Any, h: int, usage: Any, files: dict[s
         return
     elsewhere = _held_elsewhere(conn, c, h, [rid for rid, _, _ in write])
     price = _Pricer(src.spec.provider)
-    runs, streams, tools, logs = [], [], [], []
+    # (what an earlier projection of an adopting session gave its run goes first: every delete
+    # before any insert, as one batch of all rows would have it)
+    for linked in dict.fromkeys(links.get(s.sid) for rid, s, _ in write
+                                if links.get(s.sid) in adopting and s.streams and rid not in elsewhere):
+        c.execute("DELETE FROM usage_streams WHERE home_id = ? AND run_id = ? AND stream_id LIKE ?",
+                  (h, linked, ADOPTED + "%"))
+        c.execute("DELETE FROM tool_uses WHERE home_id = ? AND run_id = ?", (h, linked))
+    out: dict[str, list[dict[str, Any]]] = {t: [] for t in _TABLES}
     adopted: list[tuple[str, dict[str, Any]]] = []
     for n, (rid, s, fp) in enumerate(write):
         progressline.show(what, n, len(write), "sessions")
+        if n and n % FLUSH_SESSIONS == 0:  # (rows written as they come: a 10,000-thread history's are ~170 MB)
+            _flush(c, out, what)
         linked = links.get(s.sid)
         main = min(s.files, key=lambda f: ("/subagents/" in f, len(f), f)) if s.files else None
         if main is not None and main + ZSTD_SUFFIX in files:  # (the archive file's own name)
             main += ZSTD_SUFFIX
-        logs.append({"home_id": h, "row_id": rid, "source": src.name, "provider_session_id": s.sid,
-                     "linked_run_id": linked, "files": len(s.files),
-                     "path": f"{SOURCES_DIR}/{src.client}/{main}" if main else None,
-                     "fingerprint": fp, "indexed_at": now})
+        out["log_sessions"].append({"home_id": h, "row_id": rid, "source": src.name, "provider_session_id": s.sid,
+                                    "linked_run_id": linked, "files": len(s.files),
+                                    "path": f"{SOURCES_DIR}/{src.client}/{main}" if main else None,
+                                    "fingerprint": fp, "indexed_at": now})
         if linked is not None and linked not in adopting:
             continue  # the run record is the evidence: counted once, as the run
         if not s.streams:
@@ -92,28 +101,36 @@ def project(src: Any, summary: Any, conn: Any, h: int, usage: Any, files: dict[s
         if rid in elsewhere:
             continue  # another home imported the same session first: counted there (issue 11)
         run, st_rows = _rows(src, h, linked or rid, s, main, price, now)
-        streams.extend(st_rows)
-        tools.extend({"home_id": h, "run_id": linked or rid, "tool_name": name, "uses": n,
-                      **dict(zip(("ok", "errors", "semantic_errors"), s.tool_results.get(name, (0, 0, 0))))}
-                     for name, n in sorted(s.tools.items()))
+        out["usage_streams"].extend(st_rows)
+        out["tool_uses"].extend(
+            {"home_id": h, "run_id": linked or rid, "tool_name": name, "uses": n,
+             **dict(zip(("ok", "errors", "semantic_errors"), s.tool_results.get(name, (0, 0, 0))))}
+            for name, n in sorted(s.tools.items()))
         if linked is None:
-            runs.append(run)
+            out["runs"].append(run)
             continue
         # an interactive run whose session was not resolved at its exit: the session's
         # figures become the run's (counted once, as the run); its own streams are marked
         for row in st_rows:
             row["stream_id"] = ADOPTED + row["stream_id"]
         adopted.append((linked, run))
-    for linked, _ in adopted:  # (what an earlier projection of the session gave the run)
-        c.execute("DELETE FROM usage_streams WHERE home_id = ? AND run_id = ? AND stream_id LIKE ?",
-                  (h, linked, ADOPTED + "%"))
-        c.execute("DELETE FROM tool_uses WHERE home_id = ? AND run_id = ?", (h, linked))
-    for table, rows in (("runs", runs), ("usage_streams", streams), ("tool_uses", tools), ("log_sessions", logs)):
-        _insert(c, table, rows, what)
+    _flush(c, out, what)
     for linked, run in adopted:  # (after its streams: the report's change log sees the run's update)
         c.execute(f"UPDATE runs SET model = coalesce(model, ?), indexed_at = ?, {_ADOPT_SET} "
                   "WHERE home_id = ? AND run_id = ?",
                   (run["model"], c.dt(now), *(run[k] for k in _ADOPT_COLS), h, linked))
+
+
+# the tables a projection writes, in the order each batch writes them (runs before the rows
+# that name them)
+_TABLES = ("runs", "usage_streams", "tool_uses", "log_sessions")
+FLUSH_SESSIONS = 500  # sessions whose rows are written together
+
+
+def _flush(c: Conn, out: dict[str, list[dict[str, Any]]], what: str) -> None:
+    for table in _TABLES:
+        _insert(c, table, out[table], what)
+        out[table] = []
 
 
 # the figures an adopting run takes from its session (with its model when it names none)

@@ -187,13 +187,15 @@ class LogPass:
             rows = [{"home_id": h, "source": src.name, "state": orjson.dumps(
                 {"v": STATE_V, "rv": state_v(src.client), "files": known, "marker": marker}).decode(),
                 "indexed_at": now}]
-            if fed or reducer_row is not None or reset or row is None:
-                rows.append({"home_id": h, "source": src.name + "/reducer",
-                             "state": orjson.dumps(usage.state()).decode(), "indexed_at": now})
-            if problems:
-                rows.append({"home_id": h, "source": src.name + PROBLEMS, "indexed_at": now,
-                             "state": orjson.dumps({"v": 1, "problems": problems}, option=orjson.OPT_SORT_KEYS).decode()})
             c.insert_rows("log_state", LOG_STATE_COLS, [[r[k] for k in LOG_STATE_COLS] for r in rows])
+            if fed or reducer_row is not None or reset or row is None:
+                data = usage.state_json()
+                usage = None  # (a 10,000-thread reducer is ~250 MB: gone before the driver copies its JSON)
+                _put_state(c, h, src.name + "/reducer", data, now)
+                del data
+            if problems:
+                c.insert_rows("log_state", LOG_STATE_COLS, [[h, src.name + PROBLEMS, orjson.dumps(
+                    {"v": 1, "problems": problems}, option=orjson.OPT_SORT_KEYS).decode(), now]])
         progressline.done()
         self._report(problems)
         return True
@@ -222,6 +224,14 @@ def _prefold(root: str, src: "LogSource") -> tuple[dict[str, list[int]], dict[st
 def _state(c: Conn, h: int, source: str) -> tuple | None:
     """The log_state row (state,) of `source` in home `h`, or None."""
     return c.one("SELECT state FROM log_state WHERE home_id = ? AND source = ?", (h, source))
+
+
+def _put_state(c: Any, h: int, source: str, data: bytes, now: Any) -> None:
+    """A log_state row whose state is `data`, UTF-8 JSON bytes, stored as text without a
+    Python str of it (a Codex reducer state is ~75 MB: issue 28's peak memory)."""
+    as_text = "CAST(? AS TEXT)" if c.sqlite else "convert_from(?, 'UTF8')"
+    c.execute(f"INSERT INTO log_state (home_id, source, state, indexed_at) VALUES (?, ?, {as_text}, ?)",
+              (h, source, data, now))
 
 
 def stored_problems(conn: Any, h: int, source: str) -> dict[str, list[Any]]:

@@ -120,8 +120,9 @@ import orjson
 from ledger.records.timefmt import utc_text
 from ledger.records.verdict import TOOL_STATUSES
 from ledger.sources.codex_levels import (_L_FILE, _L_LINE, _L_MODEL, _L_ORD, _L_PREDS, _L_RESP, _L_SESSION,
-                                         _L_START, _L_TS, _R_FILE, _R_LINE, _R_START, _R_TS, _le, _level, _level_key,
-                                         PagedFork, _str, level_deltas)
+                                         _L_START, _L_TIER, _L_TS, _R_CHAIN, _R_FILE, _R_LINE, _R_MODEL, _R_SESSION,
+                                         _R_START, _R_TIER, _R_TS, _le, _level, _level_key, PagedFork, _str,
+                                         level_deltas)
 from ledger.sources.codex_results import Delta, Session
 from ledger.sources.codex_tools import CALL_NAMES, NAMED_CALLS, _EVENT_RESULTS, _WORSE, _output_status, event_result
 from ledger.sources.jsonlines import TORN, Problem, complete_end, json_objects
@@ -207,9 +208,34 @@ class CodexUsage:
             # chain -> call key -> its result's status ("ok", "error", "semantic-error")
             self._results = {c: dict(r) for c, r in s.get("results", {}).items()}
         # (paginated fork chain -> its link to its parent: _forks)
+        if s:
+            self._share_strings()
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
         self._ordinal = 0  # the ordinal of the line being read
+
+    def _share_strings(self) -> None:
+        """One str object for each session id, file, model, thread start, tool name and tier
+        of a loaded state: JSON gives every entry its own copy (a 10,000-thread state held
+        ~280 MB as parsed, most of it these repeats; issue 28's peak memory). Values are
+        unchanged, so the state written back is the same bytes."""
+        memo: dict[str, str] = {}
+        share = memo.setdefault
+
+        def entries(rows: Any, slots: tuple[int, ...]) -> None:
+            for e in rows:
+                n = len(e)
+                for i in slots:
+                    if i < n and e[i].__class__ is str:
+                        e[i] = share(e[i], e[i])
+
+        for lv in self._chains.values():
+            entries(lv.values(), (_L_MODEL, _L_SESSION, _L_FILE, _L_START, _L_TIER))
+        entries(self._responses.values(), (_R_MODEL, _R_SESSION, _R_FILE, _R_START, _R_TIER, _R_CHAIN))
+        for calls in self._calls.values():
+            entries(calls.values(), (_C_SESSION, _C_FILE, _C_NAME, _C_START))
+        for v in self._sessions.values():
+            v["files"] = [share(f, f) for f in v["files"]]
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
