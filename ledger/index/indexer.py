@@ -294,7 +294,7 @@ class Indexer:
             results, scratch = self._pool.results(p.handle)
         self._write_batch(conn, home_id, p, results, scratch)
         if not self._done:  # (once a pass: the first batch)
-            analyze_if_unknown(conn, lambda: self._txn(conn), p.source.tables)
+            analyze_if_unknown(conn, lambda: self._txn(conn), [t.name for t in p.source.tables])
         found.folded(p.batch)
         self._done += len(p.batch)
         gc.collect(1)
@@ -320,7 +320,8 @@ class Indexer:
             if source.name == "runs" and written and self._may_hold_copies(conn):
                 self._drop_copies(conn, home_id, written)
 
-        copy_batch(conn, lambda: self._txn(conn), source.tables, out, scratch, encode, replace, after)
+        copy_batch(conn, lambda: self._txn(conn), [t.name for t in source.tables], out, scratch, encode, replace,
+                   after)
 
     def _may_hold_copies(self, conn: Any) -> bool:
         """Whether another home may hold a run of this batch. SQLite has one writer: with one

@@ -12,10 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
-import sqlalchemy as sa
-
 from ledger.index import copies
-from ledger.index.models import Attempt, IndexCursor, IndexShard, Run, RunSubject, ToolUse, UsageStream
+from ledger.index.dbapi import wrap
 from ledger.index.sealing import (  # noqa: F401 - (re-exported: project.py, tests)
     CONTEXT, DAMAGED, EVENTS, LINK_SIG, MANIFEST, TERMINAL, SeenCursor, file_sig, files_unchanged, prefix_sha,
     record_unchanged, seals, shard_skipped, subdirs, watched, watched_unchanged,
@@ -32,12 +30,15 @@ if TYPE_CHECKING:
 
 SHARD_GROUP = 64  # shards whose cursors are loaded with one query
 
-runs_t = Run.__table__
-cursors_t = IndexCursor.__table__
-shards_t = IndexShard.__table__
-CHILD_TABLES = (RunSubject.__table__, Attempt.__table__, UsageStream.__table__, ToolUse.__table__)
+CHILD_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses")  # a run's rows besides `runs`
 
 
+# the damaged records of a home (watched in sealed shards), and its unsettled runs with their cursors
+DAMAGED_SQL = ("SELECT shard, run_id, problem_path, problem, racy, dir_sig, events_sig FROM index_cursors "
+               "WHERE home_id = ? AND status = ?")
+UNSETTLED_SQL = ("SELECT r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state, "
+                 "c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig FROM runs r JOIN index_cursors c "
+                 "ON c.home_id = r.home_id AND c.run_id = r.run_id WHERE r.home_id = ? AND r.settled = false")
 _SEEN_COLS = "run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig"
 _SEEN_FULL_COLS = ", context_sig, prefix_len, prefix_sha256"
 
@@ -79,8 +80,12 @@ class UnsettledRun(NamedTuple):
 
 
 def delete_runs(conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
-    for t in CHILD_TABLES + (runs_t,) + ((cursors_t,) if with_cursors else ()):
-        conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(names)))
+    if not names:  # (IN () deletes nothing)
+        return
+    c = wrap(conn)
+    marks = c.marks(len(names))
+    for t in CHILD_TABLES + ("runs",) + (("index_cursors",) if with_cursors else ()):
+        c.execute(f'DELETE FROM "{t}" WHERE home_id = ? AND run_id IN ({marks})', (home_id, *names))
 
 
 class RunScan:
@@ -99,14 +104,12 @@ class RunScan:
 
     def __iter__(self) -> Iterator[Work]:
         ctx = self.ctx
-        conn, home_id, s, full = ctx.conn, ctx.home_id, ctx.summary, ctx.full
+        conn, home_id, s, full = wrap(ctx.conn), ctx.home_id, ctx.summary, ctx.full
         racy_before, seal_before = ctx.racy_before, ctx.seal_before
-        c = cursors_t.c
-        r = runs_t.c
         if not ctx.fresh:  # (an empty database: nothing to look up)
             with ctx.txn():
-                self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in conn.execute(sa.text(
-                    "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = :h"), {"h": home_id})}
+                self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in conn.rows(
+                    "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = ?", (home_id,))}
         shard_rows = self.shard_rows
         # 1. shard directories: a sealed shard whose directory did not change is not listed
         scan: list[ShardScan] = []
@@ -136,14 +139,8 @@ class RunScan:
                 if candidates:  # damaged records of sealed shards are still listed on every pass
                     # (sorted here: ORDER BY run_id made SQLite walk the primary key, every cursor of
                     # the home, instead of the status index: 80-140 ms at 100,000 runs, now 3 ms)
-                    damaged = sorted(conn.execute(
-                        sa.select(c.shard, c.run_id, c.problem_path, c.problem, c.racy, c.dir_sig, c.events_sig)
-                        .where(c.home_id == home_id, c.status == DAMAGED)).all(), key=lambda row: row[1])
-                found = conn.execute(
-                    sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state,
-                              c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig)
-                    .select_from(runs_t.join(cursors_t, sa.and_(c.home_id == r.home_id, c.run_id == r.run_id)))
-                    .where(r.home_id == home_id, r.settled == sa.false())).fetchall()
+                    damaged = sorted(conn.rows(DAMAGED_SQL, (home_id, DAMAGED)), key=lambda row: row[1])
+                found = conn.rows(UNSETTLED_SQL, (home_id,))
             unsettled = {row[0]: UnsettledRun(*row[1:6]) for row in found}
             if candidates:
                 # the damaged and abandoned records of a sealed shard are still stat()ed (sealing.py):
@@ -167,28 +164,29 @@ class RunScan:
                 s.skipped.extend(ScanProblem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in skipped_set)
         if gone_shards:
             with ctx.txn():
-                copies.release(conn, home_id, sa.select(c.run_id).where(c.home_id == home_id,
-                                                                        c.shard.in_(gone_shards)))
-                for t in CHILD_TABLES + (runs_t,):
-                    conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(
-                        sa.select(c.run_id).where(c.home_id == home_id, c.shard.in_(gone_shards)))))
-                n = conn.execute(sa.delete(cursors_t).where(c.home_id == home_id, c.shard.in_(gone_shards))).rowcount
-                conn.execute(sa.delete(shards_t).where(shards_t.c.home_id == home_id, shards_t.c.shard.in_(gone_shards)))
+                in_gone = f"home_id = ? AND shard IN ({conn.marks(len(gone_shards))})"
+                params = (home_id, *gone_shards)
+                gone_runs = f"SELECT run_id FROM index_cursors WHERE {in_gone}"
+                copies.release(conn, home_id, copies.Chosen(gone_runs, params))
+                for t in CHILD_TABLES + ("runs",):
+                    conn.execute(f'DELETE FROM "{t}" WHERE home_id = ? AND run_id IN ({gone_runs})', (home_id, *params))
+                n = conn.execute(f"DELETE FROM index_cursors WHERE {in_gone}", params)
+                conn.execute(f"DELETE FROM index_shards WHERE {in_gone}", params)
             s.removed += max(0, n or 0)
             self.removed_any = True
         # 2. the other shards: two stats per run, records yielded as found
         stat = os.stat
         relive = self.relive
         shard_state = self.shard_state
-        seen_sql = sa.text(f"SELECT {_SEEN_COLS}{_SEEN_FULL_COLS if full else ''} FROM index_cursors "
-                           "WHERE home_id = :h AND shard IN :shards").bindparams(sa.bindparam("shards", expanding=True))
+        seen_sql = (f"SELECT {_SEEN_COLS}{_SEEN_FULL_COLS if full else ''} FROM index_cursors "
+                    "WHERE home_id = ? AND shard IN ({})")
         for i in range(0, len(scan), SHARD_GROUP):
             group = scan[i:i + SHARD_GROUP]
             cursors: dict[str, SeenCursor] = {}
             if not ctx.fresh:
                 with ctx.txn():
-                    cursors = {row[0]: SeenCursor(*row[1:]) for row in conn.execute(
-                        seen_sql, {"h": home_id, "shards": [g.shard for g in group]}).fetchall()}
+                    cursors = {row[0]: SeenCursor(*row[1:]) for row in conn.rows(
+                        seen_sql.format(conn.marks(len(group))), (home_id, *(g.shard for g in group)))}
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = ShardState(ssig, not sracy)
@@ -259,10 +257,10 @@ class RunScan:
             elif w.unsettled:
                 ask.append(w)
         if ask:
-            r = runs_t.c
             with self.ctx.txn():
-                states = dict(self.ctx.conn.execute(sa.select(r.run_id, r.state).where(
-                    r.home_id == self.ctx.home_id, r.run_id.in_([w.name for w in ask]), r.settled == sa.false())).all())
+                states = dict(wrap(self.ctx.conn).rows(
+                    f"SELECT run_id, state FROM runs WHERE home_id = ? AND run_id IN ({', '.join('?' * len(ask))}) "
+                    "AND settled = false", (self.ctx.home_id, *(w.name for w in ask))))
             for w in ask:
                 if not gone_for_good(states.get(w.name) or ""):
                     self.shard_state[w.shard].sealed = False
@@ -273,11 +271,9 @@ class RunScan:
         ctx = self.ctx
         if self.relive:
             with ctx.txn():
-                ctx.conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
-                                                         runs_t.c.run_id == sa.bindparam("r"))
-                                 .values(state=sa.bindparam("state"), ok=sa.bindparam("ok"),
-                                         error_kind=sa.bindparam("ek"), error_detail=sa.bindparam("ed")),
-                                 self.relive)
+                wrap(ctx.conn).executemany(
+                    "UPDATE runs SET state = ?, ok = ?, error_kind = ?, error_detail = ? WHERE home_id = ? AND run_id = ?",
+                    [(x["state"], x["ok"], x["ek"], x["ed"], x["h"], x["r"]) for x in self.relive])
         rows = self.shard_rows
         self.changed = [{"home_id": ctx.home_id, "shard": sd, "dir_sig": st.dir_sig, "sealed": st.sealed,
                          "runs": st.runs}
@@ -290,7 +286,7 @@ class RunScan:
         """In the pass's closing transaction: the shards that changed. `insert_rows(table,
         dicts)` is the indexer's bulk insert."""
         if self.changed:
-            sh = shards_t.c
-            self.ctx.conn.execute(sa.delete(shards_t).where(sh.home_id == self.ctx.home_id,
-                                                            sh.shard.in_([x["shard"] for x in self.changed])))
-            insert_rows(shards_t, self.changed)
+            c = wrap(self.ctx.conn)
+            c.execute(f"DELETE FROM index_shards WHERE home_id = ? AND shard IN ({c.marks(len(self.changed))})",
+                      (self.ctx.home_id, *(x["shard"] for x in self.changed)))
+            insert_rows("index_shards", self.changed)
