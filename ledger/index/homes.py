@@ -12,19 +12,27 @@ whose runs are the first writer's already: the indexer keeps one copy of each ru
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ledger.home import ensure_home_uid, machine_id, read_home_uid
 from ledger.index import db as dbmod
 from ledger.index.dbapi import wrap
+from ledger.plainclass import FrozenPlain
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(FrozenPlain):
+    """A frozen dataclass, written out (ledger.plainclass: the no-change check looks a home's
+    row up without importing `dataclasses`)."""
+
+    __slots__ = ("uid", "machine", "path")
     uid: str | None
     machine: str
     path: str
+
+    def __init__(self, uid: str | None, machine: str, path: str) -> None:
+        object.__setattr__(self, "uid", uid)
+        object.__setattr__(self, "machine", machine)
+        object.__setattr__(self, "path", path)
 
 
 def locate(home: str | os.PathLike[str], create: bool = True) -> Location:
@@ -60,6 +68,12 @@ def _legacy(c: Any, loc: Location) -> tuple | None:
 def _own(c: Any, loc: Location) -> tuple | None:
     where, params = _match(loc)
     return c.one(f"SELECT home_id FROM homes WHERE {where}", params)
+
+
+def located(conn: Any, loc: Location) -> int | None:
+    """The row of exactly this location (none adopted: ledger.index.fresh, which writes nothing)."""
+    row = _own(wrap(conn), loc)
+    return None if row is None else row[0]
 
 
 def lookup(conn: Any, loc: Location) -> int | None:

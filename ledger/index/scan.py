@@ -12,14 +12,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
-from ledger.index import copies
+from ledger.index import copies, runrows
 from ledger.index.dbapi import wrap
+from ledger.index.runrows import CHILD_TABLES, delete_runs  # noqa: F401 - (re-exported: indexer, sources)
 from ledger.index.sealing import (  # noqa: F401 - (re-exported: project.py, tests)
     CONTEXT, DAMAGED, EVENTS, LINK_SIG, MANIFEST, TERMINAL, SeenCursor, file_sig, files_unchanged, prefix_sha,
-    record_unchanged, seals, shard_skipped, subdirs, watched, watched_unchanged,
+    record_unchanged, run_dirs, seals, shard_skipped, subdirs, watched, watched_unchanged,
 )
 from ledger.records import reader
-from ledger.records.ids import PREFIX
 from ledger.records.liveness import gone_for_good, liveness
 from ledger.records.model import ScanProblem
 from ledger.records.verdict import judge
@@ -30,15 +30,6 @@ if TYPE_CHECKING:
 
 SHARD_GROUP = 64  # shards whose cursors are loaded with one query
 
-CHILD_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses")  # a run's rows besides `runs`
-
-
-# the damaged records of a home (watched in sealed shards), and its unsettled runs with their cursors
-DAMAGED_SQL = ("SELECT shard, run_id, problem_path, problem, racy, dir_sig, events_sig FROM index_cursors "
-               "WHERE home_id = ? AND status = ?")
-UNSETTLED_SQL = ("SELECT r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state, "
-                 "c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig FROM runs r JOIN index_cursors c "
-                 "ON c.home_id = r.home_id AND c.run_id = r.run_id WHERE r.home_id = ? AND r.settled = false")
 _SEEN_COLS = "run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig"
 _SEEN_FULL_COLS = ", context_sig, prefix_len, prefix_sha256"
 
@@ -79,15 +70,6 @@ class UnsettledRun(NamedTuple):
     state: str
 
 
-def delete_runs(conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
-    if not names:  # (IN () deletes nothing)
-        return
-    c = wrap(conn)
-    marks = c.marks(len(names))
-    for t in CHILD_TABLES + ("runs",) + (("index_cursors",) if with_cursors else ()):
-        c.execute(f'DELETE FROM "{t}" WHERE home_id = ? AND run_id IN ({marks})', (home_id, *names))
-
-
 class RunScan:
     """One home's pass over `runs/<xx>/run_*/`: iterating yields the records to read, in
     primary-key order (b-tree appends, ~25% cheaper), as they are found; records that
@@ -108,8 +90,7 @@ class RunScan:
         racy_before, seal_before = ctx.racy_before, ctx.seal_before
         if not ctx.fresh:  # (an empty database: nothing to look up)
             with ctx.txn():
-                self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in conn.rows(
-                    "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = ?", (home_id,))}
+                self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in runrows.shard_rows(conn, home_id)}
         shard_rows = self.shard_rows
         # 1. shard directories: a sealed shard whose directory did not change is not listed
         scan: list[ShardScan] = []
@@ -137,10 +118,8 @@ class RunScan:
             damaged: list[Any] = []
             with ctx.txn():
                 if candidates:  # damaged records of sealed shards are still listed on every pass
-                    # (sorted here: ORDER BY run_id made SQLite walk the primary key, every cursor of
-                    # the home, instead of the status index: 80-140 ms at 100,000 runs, now 3 ms)
-                    damaged = sorted(conn.rows(DAMAGED_SQL, (home_id, DAMAGED)), key=lambda row: row[1])
-                found = conn.rows(UNSETTLED_SQL, (home_id,))
+                    damaged = runrows.damaged_cursors(conn, home_id)
+                found = runrows.unsettled_runs(conn, home_id)
             unsettled = {row[0]: UnsettledRun(*row[1:6]) for row in found}
             if candidates:
                 # the damaged and abandoned records of a sealed shard are still stat()ed (sealing.py):
@@ -175,7 +154,6 @@ class RunScan:
             s.removed += max(0, n or 0)
             self.removed_any = True
         # 2. the other shards: two stats per run, records yielded as found
-        stat = os.stat
         relive = self.relive
         shard_state = self.shard_state
         seen_sql = (f"SELECT {_SEEN_COLS}{_SEEN_FULL_COLS if full else ''} FROM index_cursors "
@@ -190,27 +168,11 @@ class RunScan:
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = ShardState(ssig, not sracy)
-                for name, path, link in subdirs(spath):
-                    if not name.startswith(PREFIX):
-                        continue
-                    try:
-                        # a symlink is not followed: its own lstat() signature; the projection lists it
-                        dst = os.lstat(path) if link else stat(path)
-                    except OSError:
-                        continue
+                # (a symlink is not followed: its own lstat() signature; the projection lists it)
+                for name, path, link, dsig, esig, esize, eino, racy, quiet in run_dirs(spath, racy_before,
+                                                                                      seal_before):
                     seen.add(name)
                     state.runs += 1
-                    dsig = f"{LINK_SIG}{dst.st_mtime_ns}:{dst.st_ino}" if link else f"{dst.st_mtime_ns}:{dst.st_ino}"
-                    try:
-                        if link:
-                            raise FileNotFoundError
-                        est = stat(path + EVENTS)
-                        esig = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}"
-                        emtime, esize, eino = est.st_mtime_ns, est.st_size, est.st_ino
-                    except OSError:
-                        esig, emtime, esize, eino = None, 0, None, None
-                    racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
-                    quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
                     cur = cursors.get(name)
                     if record_unchanged(path, cur, dsig, esig, link, full):
                         if cur.settled:  # settled and unchanged
@@ -258,9 +220,7 @@ class RunScan:
                 ask.append(w)
         if ask:
             with self.ctx.txn():
-                states = dict(wrap(self.ctx.conn).rows(
-                    f"SELECT run_id, state FROM runs WHERE home_id = ? AND run_id IN ({', '.join('?' * len(ask))}) "
-                    "AND settled = false", (self.ctx.home_id, *(w.name for w in ask))))
+                states = runrows.unsettled_states(self.ctx.conn, self.ctx.home_id, [w.name for w in ask])
             for w in ask:
                 if not gone_for_good(states.get(w.name) or ""):
                     self.shard_state[w.shard].sealed = False
@@ -286,7 +246,5 @@ class RunScan:
         """In the pass's closing transaction: the shards that changed. `insert_rows(table,
         dicts)` is the indexer's bulk insert."""
         if self.changed:
-            c = wrap(self.ctx.conn)
-            c.execute(f"DELETE FROM index_shards WHERE home_id = ? AND shard IN ({c.marks(len(self.changed))})",
-                      (self.ctx.home_id, *(x["shard"] for x in self.changed)))
+            runrows.drop_shards(self.ctx.conn, self.ctx.home_id, [x["shard"] for x in self.changed])
             insert_rows("index_shards", self.changed)
