@@ -155,9 +155,12 @@ def _pass_in_place(url: str, path: Path, homes: list[str], progress: Any, racy_n
             finally:
                 eng.dispose()
     except Exception as exc:  # noqa: BLE001 - classified below
+        import sqlite3
+
         import sqlalchemy.exc as sa_exc
 
-        if not (isinstance(exc, sa_exc.DBAPIError) and dbmod.is_corruption(exc)):
+        # (the pass reads through SQLAlchemy and, ledger.index.dbapi, through the driver itself)
+        if not (isinstance(exc, (sa_exc.DBAPIError, sqlite3.Error)) and dbmod.is_corruption(exc)):
             raise
         return dbmod.FileStatus("corrupt", f"damaged ({getattr(exc, 'orig', exc)})")
 
