@@ -181,6 +181,33 @@ def test_a_taken_analyze_lock_does_not_stall_the_pass(tmp_path, pg_url, monkeypa
     assert res.stdout == records_runs_json(home)
 
 
+def test_a_taken_analyze_lock_is_classified_from_the_driver_and_through_sqlalchemy(tmp_path, pg_url, monkeypatch):
+    """bulk.analyze_if_unknown on psycopg's own connection (the data layer's) gives up on a
+    taken lock as it does on SQLAlchemy's, which wraps the same error (sqlstate on `.orig`)."""
+    import psycopg
+
+    lock = psycopg.errors.LockNotAvailable("canceling statement due to lock timeout")
+    assert bulk.lock_not_available(lock)
+    assert bulk.lock_not_available(sa.exc.OperationalError("ANALYZE", {}, lock))
+    assert not bulk.lock_not_available(psycopg.errors.UndefinedTable("no such table"))
+    assert not bulk.lock_not_available(sa.exc.OperationalError("x", {}, psycopg.errors.UndefinedTable("x")))
+
+    index_homes([], pg_url)
+    monkeypatch.setattr(bulk, "ANALYZE_WAIT_MS", 200)
+    plain = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    holder = psycopg.connect(plain)
+    try:
+        holder.execute("LOCK TABLE runs IN SHARE UPDATE EXCLUSIVE MODE")
+        with psycopg.connect(plain) as conn:
+            with conn.transaction():
+                bulk.analyze_if_unknown(conn, lambda: conn.transaction(), ["runs", "subjects"])
+                assert conn.execute("SELECT current_setting('lock_timeout')").fetchone()[0] == "0"
+    finally:
+        holder.rollback()
+        holder.close()
+    assert stats(pg_url)[1] == 0
+
+
 @pytest.mark.slow
 def test_an_empty_database_loads_about_as_fast_as_a_populated_one(tmp_path, pg_url, more_pg):
     """Before: a foreign-key plan made while `runs` had no statistics made every child row

@@ -3,52 +3,58 @@
 On SQLite rows built by the workers are copied from their scratch files with one
 INSERT ... SELECT per table (ATTACH is refused inside a transaction, so the files are
 attached first), and rows built here go straight to the driver's executemany (encoded
-tuples). PostgreSQL gets them with COPY (psycopg), other databases as dicts through Core's
-executemany. The caller deletes
-what the batch replaces and writes the cursors in the same transaction, so a record's
-cursor is never committed without its rows.
+tuples). PostgreSQL gets them with COPY (psycopg), other databases through one executemany
+(ledger.index.dbapi.Conn: plain SQL, the caller's transaction). Tables are named by their
+names (ledger.index.project.plan gives their columns). The caller deletes what the batch
+replaces and writes the cursors in the same transaction, so a record's cursor is never
+committed without its rows.
 """
 
 from __future__ import annotations
 
 import os
-from contextlib import AbstractContextManager
-from typing import Any, Callable, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any, Callable, Iterator, Sequence
 
-import sqlalchemy as sa
+from ledger.index.dbapi import Conn, wrap
+from ledger.index.project import TOOLS_JSON, plan
 
-from ledger.index.project import TOOLS_JSON, enc_bool, plan
 
-
-def insert_encoded(conn: Any, table: sa.Table, params: list[tuple]) -> None:
+def insert_encoded(conn: Any, table: str, params: list[tuple]) -> None:
     """Bulk insert rows encoded for SQLite's driver (tuples in column order)."""
-    conn.connection.driver_connection.cursor().executemany(plan(table)[0], params)
+    wrap(conn).executemany(plan(table)[0], params)
 
 
-def insert_dicts(conn: Any, table: sa.Table, rows: list[dict[str, Any]], encode: bool) -> None:
-    """Bulk insert rows given as dicts (booleans encoded for the driver when `encode`)."""
-    if encode:
-        bools = {col.name for col in table.columns if isinstance(col.type, sa.Boolean)}
-        names = plan(table)[1]
-        insert_encoded(conn, table, [tuple(enc_bool(x[n]) if n in bools else x[n] for n in names) for x in rows])
-    else:
-        conn.execute(sa.insert(table), rows)
+def _bound(c: Conn, row: Sequence[Any]) -> tuple:
+    """A row's values as SQLAlchemy bound them: on SQLite a datetime as its storage text and a
+    boolean as 0/1; a server takes Python's values."""
+    if not c.sqlite:
+        return tuple(row)
+    return tuple(c.dt(v) if isinstance(v, datetime) else (int(v) if isinstance(v, bool) else v) for v in row)
 
 
-# PostgreSQL gets a batch's rows with COPY (False: Core's executemany, as other databases)
+def insert_dicts(conn: Any, table: str, rows: list[dict[str, Any]], encode: bool = False) -> None:
+    """Bulk insert rows given as dicts, all with the same keys (`encode`: kept for the
+    callers; every SQLite row is bound as SQLAlchemy's types bound it)."""
+    if not rows:
+        return
+    c = wrap(conn)
+    names = tuple(rows[0])
+    sql = f'INSERT INTO "{table}" ({", ".join(chr(34) + n + chr(34) for n in names)}) VALUES ({c.marks(len(names))})'
+    c.executemany(sql, [_bound(c, [x[n] for n in names]) for x in rows])
+
+
+# PostgreSQL gets a batch's rows with COPY (False: one executemany of INSERTs, as other databases)
 PG_COPY = True
 
 
-def copy_rows(conn: Any, table: sa.Table, rows: list[tuple]) -> None:
-    """COPY rows (tuples in column order, values as Core would bind them) into a PostgreSQL
-    table through psycopg, in the connection's transaction: one statement per table and
-    batch instead of one INSERT per row (round trips and per-row parameters were most of the
-    writer's time: 20,000 runs 2x faster)."""
-    cols = ", ".join(f'"{n}"' for n in plan(table)[1])
-    with conn.connection.driver_connection.cursor() as cur:
-        with cur.copy(f'COPY "{table.name}" ({cols}) FROM STDIN') as copy:
-            for row in rows:
-                copy.write_row(row)
+def copy_rows(conn: Any, table: str, rows: list[tuple]) -> None:
+    """COPY rows (tuples in column order, Python values) into a PostgreSQL table, in the
+    connection's transaction: one statement per table and batch instead of one INSERT per
+    row (round trips and per-row parameters were most of the writer's time: 20,000 runs 2x
+    faster)."""
+    wrap(conn).insert_rows(table, plan(table)[1], rows)
 
 
 # Below this many rows in the statistics of a batch's first table (`runs`), PostgreSQL is
@@ -57,41 +63,67 @@ STATS_MIN_ROWS = 1000
 ANALYZE_WAIT_MS = 500  # for ANALYZE's table lock; then the pass goes on without statistics
 
 
-def analyze_if_unknown(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables: Sequence[sa.Table]) -> None:
+def lock_not_available(exc: BaseException) -> bool:
+    """Whether a lock wait timed out (PostgreSQL's 55P03), raised by psycopg or wrapped by
+    SQLAlchemy (its `.orig`)."""
+    state = getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return state == "55P03"
+
+
+@contextmanager
+def _savepoint(c: Conn, name: str) -> Iterator[None]:
+    """Conn.savepoint, except that an error the rollback to it cannot undo (the connection
+    gone: SQLAlchemy then refuses any statement) is raised as itself, not as the rollback's
+    refusal, so that the caller still reads a lost connection (ledger.errors)."""
+    c.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException as exc:
+        try:
+            c.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            c.execute(f"RELEASE SAVEPOINT {name}")
+        except Exception:
+            raise exc from None
+        raise
+    c.execute(f"RELEASE SAVEPOINT {name}")
+
+
+def analyze_if_unknown(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables: Sequence[str]) -> None:
     """PostgreSQL plans a foreign-key check once per connection and keeps that plan. Planned
     while `runs` has no statistics (an empty database), it may look a parent row up through
     an index on `home_id` alone and filter `run_id`: each child row then reads every run of
     its home so far and a first load slows down quadratically (66 runs/s at 100k). Statistics
     taken after the first batch make the planner pick the primary key (and drop the plans
     cached before them)."""
-    if conn.dialect.name != "postgresql" or not tables:
+    c = wrap(conn)
+    if c.dialect != "postgresql" or not tables:
         return
     with txn():
-        rows = conn.execute(sa.text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"),
-                            {"t": tables[0].name}).scalar()
+        rows = c.scalar("SELECT reltuples FROM pg_class WHERE oid = CAST(? AS regclass)", (tables[0],))
         if rows is not None and rows >= STATS_MIN_ROWS:
             return
         # ANALYZE's lock is held to the end of its transaction (in a rebuild, the whole
         # rebuild): a pass that finds it taken goes on without new statistics, never waits long
-        before = conn.exec_driver_sql("SELECT current_setting('lock_timeout')").scalar()
+        before = c.scalar("SELECT current_setting('lock_timeout')")
         try:
-            with conn.begin_nested():
-                conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(ANALYZE_WAIT_MS)}ms'")
-                conn.exec_driver_sql("ANALYZE " + ", ".join(f'"{t.name}"' for t in tables))
-                conn.execute(sa.text("SELECT set_config('lock_timeout', :v, true)"), {"v": before})
-        except sa.exc.OperationalError as exc:
-            if getattr(exc.orig, "sqlstate", None) != "55P03":  # (lock_not_available)
+            with _savepoint(c, "ledger_analyze"):
+                c.execute(f"SET LOCAL lock_timeout = '{int(ANALYZE_WAIT_MS)}ms'")
+                c.execute("ANALYZE " + ", ".join(f'"{t}"' for t in tables))
+                c.execute("SELECT set_config('lock_timeout', ?, true)", (before,))
+        except Exception as exc:  # (psycopg's error, or SQLAlchemy's around it)
+            if not lock_not_available(exc):
                 raise
 
 
-def copy_batch(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables: Sequence[sa.Table],
+def copy_batch(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables: Sequence[str],
                out: dict[str, list[tuple]], scratch: Sequence[str], encode: bool,
                replace: Callable[[], None], after: Callable[[], None] | None = None) -> None:
     """In one transaction: `replace()` (delete what the batch rewrites), then per table the
     rows of the scratch files and those in `out` (tuples in column order), then `after()`
     (the copies check, ledger.index.copies). The scratch files are detached and deleted
     whatever happens."""
-    raw = conn.connection.driver_connection if scratch else None
+    c = wrap(conn)
+    raw = c.raw if scratch else None
     aliases: list[str] = []
     try:
         for i, out_path in enumerate(scratch):  # (ATTACH is refused inside a transaction)
@@ -101,24 +133,15 @@ def copy_batch(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables
             replace()
             for table in tables:
                 if aliases:
-                    cols = ", ".join(f'"{n}"' for n in plan(table)[1])
-                    for alias in aliases:
-                        if table.name == "tool_uses":
-                            raw.execute(f'INSERT INTO main."tool_uses" ({cols}) SELECT t.home_id, t.run_id, '
-                                        f"j.key, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), "
-                                        f"json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]') "
-                                        f'FROM {alias}."{TOOLS_JSON}" AS t, json_each(t.tools) AS j')
-                        raw.execute(f'INSERT INTO main."{table.name}" ({cols}) '
-                                    f'SELECT {cols} FROM {alias}."{table.name}"')
-                rows = out[table.name]
+                    _copy_scratch(raw, table, aliases)
+                rows = out[table]
                 if rows:
                     if encode:
-                        insert_encoded(conn, table, rows)
-                    elif PG_COPY and conn.dialect.name == "postgresql":
-                        copy_rows(conn, table, rows)
+                        insert_encoded(c, table, rows)
+                    elif PG_COPY and c.dialect == "postgresql":
+                        copy_rows(c, table, rows)
                     else:
-                        names = plan(table)[1]
-                        conn.execute(sa.insert(table), [dict(zip(names, r)) for r in rows])
+                        c.executemany(plan(table)[0], [_bound(c, r) for r in rows])
             if after is not None:
                 after()
     finally:
@@ -129,3 +152,15 @@ def copy_batch(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables
                 os.unlink(out_path)
             except FileNotFoundError:
                 pass
+
+
+def _copy_scratch(raw: Any, table: str, aliases: list[str]) -> None:
+    """A table's rows from the attached scratch files (SQLite: INSERT ... SELECT)."""
+    cols = ", ".join(f'"{n}"' for n in plan(table)[1])
+    for alias in aliases:
+        if table == "tool_uses":
+            raw.execute(f'INSERT INTO main."tool_uses" ({cols}) SELECT t.home_id, t.run_id, '
+                        f"j.key, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), "
+                        f"json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]') "
+                        f'FROM {alias}."{TOOLS_JSON}" AS t, json_each(t.tools) AS j')
+        raw.execute(f'INSERT INTO main."{table}" ({cols}) SELECT {cols} FROM {alias}."{table}"')

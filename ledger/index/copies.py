@@ -14,37 +14,40 @@ opened, so the next pass of their homes indexes one of them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
-import sqlalchemy as sa
-
-from ledger.index.models import Home, IndexCursor, IndexShard, Run
-
-runs_t = Run.__table__
-cursors_t = IndexCursor.__table__
-shards_t = IndexShard.__table__
-homes_t = Home.__table__
+from ledger.index.dbapi import wrap
 
 COPY = "copy"  # index_cursors.status of a run counted from another home
 # manifest facts that make two records the same run
 _SAME = ("created_at", "harness", "cwd", "host", "parent_run_id")
 CHUNK = 500
+_OTHERS = ("SELECT r.run_id, o.home_id, " + ", ".join(f"r.{n}" for n in _SAME) + ", "
+           + ", ".join(f"o.{n}" for n in _SAME)
+           + " FROM runs r JOIN runs o ON o.run_id = r.run_id AND o.home_id != r.home_id"
+           " WHERE r.home_id = ? AND r.run_id IN ({}) ORDER BY r.run_id, o.home_id")
+# a copy of a run kept out of the index: counted from another home, or listed as damaged
+# because its manifest differs from that home's
+_HELD = ("home_id != ? AND run_id IN ({}) AND (status = ? OR (status = 'damaged' AND problem LIKE "
+         "'%another home%'))")
+
+
+class Chosen(NamedTuple):
+    """Run ids chosen by a SELECT (`?` placeholders) instead of listed."""
+
+    sql: str
+    params: tuple
 
 
 def others(conn: Any, home_id: int, run_ids: list[str]) -> dict[str, tuple[int, bool]]:
     """{run_id: (other home_id, same manifest)} for the runs of `run_ids` that another home
     holds (this home's rows must already be written)."""
-    r = runs_t.c
-    o = runs_t.alias("o")
-    cols = [getattr(r, n) for n in _SAME] + [getattr(o.c, n) for n in _SAME]
+    c = wrap(conn)
     out: dict[str, tuple[int, bool]] = {}
     n = len(_SAME)
     for i in range(0, len(run_ids), CHUNK):
         chunk = run_ids[i:i + CHUNK]
-        q = (sa.select(r.run_id, o.c.home_id, *cols)
-             .select_from(runs_t.join(o, sa.and_(o.c.run_id == r.run_id, o.c.home_id != r.home_id)))
-             .where(r.home_id == home_id, r.run_id.in_(chunk)).order_by(r.run_id, o.c.home_id))
-        for row in conn.execute(q):
+        for row in c.rows(_OTHERS.format(c.marks(len(chunk))), (home_id, *chunk)):
             if row[0] in out:
                 continue
             mine, theirs = row[2:2 + n], row[2 + n:]
@@ -53,23 +56,26 @@ def others(conn: Any, home_id: int, run_ids: list[str]) -> dict[str, tuple[int, 
 
 
 def home_label(conn: Any, home_id: int) -> str:
-    row = conn.execute(sa.select(homes_t.c.path, homes_t.c.uid).where(homes_t.c.home_id == home_id)).first()
+    row = wrap(conn).one("SELECT path, uid FROM homes WHERE home_id = ?", (home_id,))
     if row is None:
         return f"home {home_id}"
     return f"{row[0]} (home id {row[1] or 'none'})"
 
 
-def release(conn: Any, home_id: int, run_ids: Any) -> None:
-    """The runs `run_ids` (a list, or a SELECT of run ids) left home `home_id`: the copies
+def release(conn: Any, home_id: int, run_ids: Sequence[str] | Chosen) -> None:
+    """The runs `run_ids` (a list, or Chosen by a SELECT) left home `home_id`: the copies
     other homes hold of them are read again by those homes' next pass."""
-    c = cursors_t.c
-    held = sa.and_(c.home_id != home_id, c.run_id.in_(run_ids),
-                   sa.or_(c.status == COPY, sa.and_(c.status == "damaged", c.problem.like("%another home%"))))
-    shards = conn.execute(sa.select(c.home_id, c.shard).where(held).distinct()).fetchall()
+    c = wrap(conn)
+    if isinstance(run_ids, Chosen):
+        held, params = _HELD.format(run_ids.sql), (home_id, *run_ids.params, COPY)
+    elif not run_ids:
+        return  # (IN () holds no run)
+    else:
+        held, params = _HELD.format(c.marks(len(run_ids))), (home_id, *run_ids, COPY)
+    shards = c.rows(f"SELECT DISTINCT home_id, shard FROM index_cursors WHERE {held}", params)
     if not shards:
         return
-    conn.execute(sa.delete(cursors_t).where(held))
-    sh = shards_t.c
+    c.execute(f"DELETE FROM index_cursors WHERE {held}", params)
     for hid, shard in shards:
-        conn.execute(sa.update(shards_t).where(sh.home_id == hid, sh.shard == shard).values(sealed=False,
-                                                                                              dir_sig=""))
+        c.execute("UPDATE index_shards SET sealed = ?, dir_sig = '' WHERE home_id = ? AND shard = ?",
+                  (False, hid, shard))

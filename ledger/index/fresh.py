@@ -28,10 +28,10 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ledger.index import db as dbmod
-from ledger.index import sealing
+from ledger.index import runrows, sealing
 from ledger.index.summary import IndexSummary, summary_line  # noqa: F401 - re-exported (quickpass)
-from ledger.index.sealing import (
-    DAMAGED, EVENTS, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, seals, shard_skipped, subdirs,
+from ledger.index.sealing import (  # noqa: F401 - (LINK_SIG, RUN_PREFIX re-exported: tests)
+    DAMAGED, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, run_dirs, seals, shard_skipped, subdirs,
     watched_unchanged,
 )
 
@@ -147,15 +147,12 @@ def _home_id(con: sqlite3.Connection, home: str) -> int:
     """The homes row the pass would use without writing (ledger.index.homes: `find(locate(home,
     create=False))`): the row of the home's id (or none yet), this machine and its resolved
     path. A row to adopt or to register is a write."""
-    from ledger.home import machine_id, read_home_uid
+    from ledger.index import homes
 
-    real = os.path.realpath(home)
-    uid = read_home_uid(real)
-    row = con.execute(f"SELECT home_id FROM homes WHERE uid {'IS NULL' if uid is None else '= ?'} "
-                      "AND machine = ? AND path = ?", ([] if uid is None else [uid]) + [machine_id(), real]).fetchone()
-    if row is None:
+    h = homes.located(con, homes.locate(home, create=False))
+    if h is None:
         raise _Changed("a home to register or adopt")
-    return row[0]
+    return h
 
 
 def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int, seal_before: int,
@@ -168,8 +165,7 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
     if home_problem(home) is not None:  # (absent or not a home: the pass says so)
         raise _Changed("a home absent or not a home")
     h = _home_id(con, home)
-    rows = {r[0]: (r[1], bool(r[2]), r[3]) for r in con.execute(
-        "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = ?", (h,))}
+    rows = {r[0]: (r[1], bool(r[2]), r[3]) for r in runrows.shard_rows(con, h)}
     open_: list[tuple[str, str, str, bool]] = []
     candidates: dict[str, str] = {}  # sealed and unchanged shards: their paths
     for shard, spath, link in subdirs(os.path.join(home, "runs")):
@@ -192,14 +188,9 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
     if len(open_) + len(candidates) != len(rows):  # a shard gone: its runs to delete
         raise _Changed("a shard gone")
     # unsettled runs: their cursors (a sealed shard's are watched) and liveness inputs
-    unsettled = con.execute(
-        "SELECT r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state, "
-        "c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig FROM runs r JOIN index_cursors c "
-        "ON c.home_id = r.home_id AND c.run_id = r.run_id WHERE r.home_id = ? AND r.settled = 0", (h,)).fetchall()
+    unsettled = runrows.unsettled_runs(con, h)
     if candidates:
-        damaged = sorted(con.execute(  # (sorted here, as scan.py does: the status index, not every cursor)
-            "SELECT shard, run_id, problem_path, problem, racy, dir_sig, events_sig FROM index_cursors "
-            "WHERE home_id = ? AND status = ?", (h, DAMAGED)).fetchall(), key=lambda row: row[1])
+        damaged = runrows.damaged_cursors(con, h)
         # a watched record of a sealed shard that changed: the pass opens the shard and reads it
         for sd, name, pp, pr, rc, dsig, esig in damaged:
             if sd in candidates and not watched_unchanged(os.path.join(candidates[sd], name), SeenCursor(
@@ -231,31 +222,13 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
             "SELECT shard, run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig "
             f"FROM index_cursors WHERE home_id = ? AND shard IN ({marks})", (h, *(o[0] for o in open_))):
         by_shard.setdefault(r[0], {})[r[1]] = SeenCursor(*r[2:])
-    stat, lstat = os.stat, os.lstat
     for shard, spath, ssig, sracy in open_:
         cursors = by_shard.get(shard, {})
         sealed = not sracy
         n = new = 0
         works: list[Any] = []
-        for name, path, link in subdirs(spath):
-            if not name.startswith(RUN_PREFIX):
-                continue
-            try:
-                dst = lstat(path) if link else stat(path)
-            except OSError:
-                continue
+        for name, path, link, dsig, esig, esize, eino, racy, quiet in run_dirs(spath, racy_before, seal_before):
             n += 1
-            dsig = f"{LINK_SIG}{dst.st_mtime_ns}:{dst.st_ino}" if link else f"{dst.st_mtime_ns}:{dst.st_ino}"
-            esig, emtime, esize, eino = None, 0, None, None
-            if not link:
-                try:
-                    est = stat(path + EVENTS)
-                    esig, emtime = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}", est.st_mtime_ns
-                    esize, eino = est.st_size, est.st_ino
-                except OSError:
-                    pass
-            racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
-            quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
             cur = cursors.get(name)
             if cur is None or not record_unchanged(path, cur, dsig, esig, link, False):
                 if changes is None:

@@ -285,7 +285,7 @@ class Indexer:
             results, scratch = self._pool.results(p.handle)
         self._write_batch(conn, home_id, p, results, scratch)
         if not self._done:  # (once a pass: the first batch)
-            analyze_if_unknown(conn, lambda: self._txn(conn), _bulk_tables(p.source.tables))
+            analyze_if_unknown(conn, lambda: self._txn(conn), p.source.tables)
         found.folded(p.batch)
         self._done += len(p.batch)
         gc.collect(1)
@@ -311,7 +311,7 @@ class Indexer:
             if source.name == "runs" and written and self._may_hold_copies(conn):
                 self._drop_copies(conn, home_id, written)
 
-        copy_batch(conn, lambda: self._txn(conn), _bulk_tables(source.tables), out, scratch, encode, replace, after)
+        copy_batch(conn, lambda: self._txn(conn), source.tables, out, scratch, encode, replace, after)
 
     def _may_hold_copies(self, conn: Any) -> bool:
         """Whether another home may hold a run of this batch. SQLite has one writer: with one
@@ -349,10 +349,3 @@ class Indexer:
                       "WHERE home_id = ? AND run_id = ?", ("damaged", reason, path, False, home_id, name))
             self.summary.skipped.append(ScanProblem(path, reason))
 
-
-def _bulk_tables(names: tuple[str, ...]) -> tuple[Any, ...]:
-    """The SQLAlchemy tables of these names, as bulk.py takes them. A bridge: once bulk takes
-    table names (its own conversion), the calls pass `source.tables` and this goes."""
-    from ledger.index import models
-
-    return tuple(models.Base.metadata.tables[n] for n in names)

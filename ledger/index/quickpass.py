@@ -32,7 +32,6 @@ import time
 from typing import Any, Sequence
 
 QUICK_MAX = 32  # records: more go to the full pass (it reads them in worker processes)
-CHILD_TABLES = ("subjects", "attempts", "usage_streams", "tool_uses")  # scan.CHILD_TABLES
 
 
 class _Decline(Exception):
@@ -81,6 +80,7 @@ def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> 
     """What the full pass writes for these records and shards (indexer._write_batch, then
     scan.RunScan.folded / settle / write_state and the home's last_indexed_at)."""
     from ledger.index import db as dbmod
+    from ledger.index import runrows
     from ledger.index.project import OUT_TABLES, damaged_cursor, enc_datetime, fold_record, plan
     from ledger.index.work import Work, prev_cursors, tally
     from ledger.records.liveness import gone_for_good
@@ -93,9 +93,7 @@ def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> 
     out: dict[str, list[Any]] = {k: [] for k in OUT_TABLES}
     tally(s, works, results, prevs, out, out["index_cursors"],
           lambda w, problem, prev: damaged_cursor(h, w, now, True, problem, prev))
-    if known:  # (the full pass: source.delete(..., with_cursors=True))
-        for table in CHILD_TABLES + ("runs", "index_cursors"):
-            con.execute(f'DELETE FROM "{table}" WHERE home_id = ? AND run_id IN ({_marks(len(known))})', (h, *known))
+    runrows.delete_runs(con, h, known, with_cursors=True)  # (the full pass: source.delete)
     for name in OUT_TABLES:
         if out[name]:
             con.executemany(plan(name)[0], out[name])
@@ -103,8 +101,7 @@ def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> 
     open_ = {w.shard for w in works if not w.sealable}
     ask = [w for w in works if w.sealable and w.unsettled]
     if ask:
-        states = dict(con.execute(f"SELECT run_id, state FROM runs WHERE home_id = ? AND run_id IN "
-                                  f"({_marks(len(ask))}) AND settled = 0", (h, *(w.name for w in ask))).fetchall())
+        states = runrows.unsettled_states(con, h, [w.name for w in ask])
         open_.update(w.shard for w in ask if not gone_for_good(states.get(w.name) or ""))
     shards = []
     for shard, ((sig, sealed, n), row, _works) in changes.shards.items():
@@ -112,8 +109,7 @@ def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> 
         if state != row:
             shards.append((h, shard, state[0], 1 if state[1] else 0, state[2]))
     if shards:  # (scan.RunScan.write_state)
-        con.execute(f"DELETE FROM index_shards WHERE home_id = ? AND shard IN ({_marks(len(shards))})",
-                    (h, *(x[1] for x in shards)))
+        runrows.drop_shards(con, h, [x[1] for x in shards])
         con.executemany("INSERT INTO index_shards (home_id, shard, dir_sig, sealed, runs) VALUES (?, ?, ?, ?, ?)",
                         shards)
     if s.new or s.updated:  # record runs changed: an imported session may now be one of them

@@ -12,16 +12,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
-import sqlalchemy as sa
-
-from ledger.index import copies
-from ledger.index.models import Attempt, IndexCursor, IndexShard, Run, RunSubject, ToolUse, UsageStream
+from ledger.index import copies, runrows
+from ledger.index.dbapi import wrap
+from ledger.index.runrows import CHILD_TABLES, delete_runs  # noqa: F401 - (re-exported: indexer, sources)
 from ledger.index.sealing import (  # noqa: F401 - (re-exported: project.py, tests)
     CONTEXT, DAMAGED, EVENTS, LINK_SIG, MANIFEST, TERMINAL, SeenCursor, file_sig, files_unchanged, prefix_sha,
-    record_unchanged, seals, shard_skipped, subdirs, watched, watched_unchanged,
+    record_unchanged, run_dirs, seals, shard_skipped, subdirs, watched, watched_unchanged,
 )
 from ledger.records import reader
-from ledger.records.ids import PREFIX
 from ledger.records.liveness import gone_for_good, liveness
 from ledger.records.model import ScanProblem
 from ledger.records.verdict import judge
@@ -31,12 +29,6 @@ if TYPE_CHECKING:
     from ledger.index.work import PassContext
 
 SHARD_GROUP = 64  # shards whose cursors are loaded with one query
-
-runs_t = Run.__table__
-cursors_t = IndexCursor.__table__
-shards_t = IndexShard.__table__
-CHILD_TABLES = (RunSubject.__table__, Attempt.__table__, UsageStream.__table__, ToolUse.__table__)
-
 
 _SEEN_COLS = "run_id, status, settled, racy, dir_sig, events_sig, problem_path, problem, files_sig"
 _SEEN_FULL_COLS = ", context_sig, prefix_len, prefix_sha256"
@@ -78,11 +70,6 @@ class UnsettledRun(NamedTuple):
     state: str
 
 
-def delete_runs(conn: Any, home_id: int, names: list[str], with_cursors: bool) -> None:
-    for t in CHILD_TABLES + (runs_t,) + ((cursors_t,) if with_cursors else ()):
-        conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(names)))
-
-
 class RunScan:
     """One home's pass over `runs/<xx>/run_*/`: iterating yields the records to read, in
     primary-key order (b-tree appends, ~25% cheaper), as they are found; records that
@@ -99,14 +86,11 @@ class RunScan:
 
     def __iter__(self) -> Iterator[Work]:
         ctx = self.ctx
-        conn, home_id, s, full = ctx.conn, ctx.home_id, ctx.summary, ctx.full
+        conn, home_id, s, full = wrap(ctx.conn), ctx.home_id, ctx.summary, ctx.full
         racy_before, seal_before = ctx.racy_before, ctx.seal_before
-        c = cursors_t.c
-        r = runs_t.c
         if not ctx.fresh:  # (an empty database: nothing to look up)
             with ctx.txn():
-                self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in conn.execute(sa.text(
-                    "SELECT shard, dir_sig, sealed, runs FROM index_shards WHERE home_id = :h"), {"h": home_id})}
+                self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in runrows.shard_rows(conn, home_id)}
         shard_rows = self.shard_rows
         # 1. shard directories: a sealed shard whose directory did not change is not listed
         scan: list[ShardScan] = []
@@ -134,16 +118,8 @@ class RunScan:
             damaged: list[Any] = []
             with ctx.txn():
                 if candidates:  # damaged records of sealed shards are still listed on every pass
-                    # (sorted here: ORDER BY run_id made SQLite walk the primary key, every cursor of
-                    # the home, instead of the status index: 80-140 ms at 100,000 runs, now 3 ms)
-                    damaged = sorted(conn.execute(
-                        sa.select(c.shard, c.run_id, c.problem_path, c.problem, c.racy, c.dir_sig, c.events_sig)
-                        .where(c.home_id == home_id, c.status == DAMAGED)).all(), key=lambda row: row[1])
-                found = conn.execute(
-                    sa.select(r.run_id, r.host, r.boot_id, r.launcher_pid, r.launcher_start_ticks, r.state,
-                              c.shard, c.status, c.racy, c.dir_sig, c.events_sig, c.files_sig)
-                    .select_from(runs_t.join(cursors_t, sa.and_(c.home_id == r.home_id, c.run_id == r.run_id)))
-                    .where(r.home_id == home_id, r.settled == sa.false())).fetchall()
+                    damaged = runrows.damaged_cursors(conn, home_id)
+                found = runrows.unsettled_runs(conn, home_id)
             unsettled = {row[0]: UnsettledRun(*row[1:6]) for row in found}
             if candidates:
                 # the damaged and abandoned records of a sealed shard are still stat()ed (sealing.py):
@@ -167,52 +143,36 @@ class RunScan:
                 s.skipped.extend(ScanProblem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in skipped_set)
         if gone_shards:
             with ctx.txn():
-                copies.release(conn, home_id, sa.select(c.run_id).where(c.home_id == home_id,
-                                                                        c.shard.in_(gone_shards)))
-                for t in CHILD_TABLES + (runs_t,):
-                    conn.execute(sa.delete(t).where(t.c.home_id == home_id, t.c.run_id.in_(
-                        sa.select(c.run_id).where(c.home_id == home_id, c.shard.in_(gone_shards)))))
-                n = conn.execute(sa.delete(cursors_t).where(c.home_id == home_id, c.shard.in_(gone_shards))).rowcount
-                conn.execute(sa.delete(shards_t).where(shards_t.c.home_id == home_id, shards_t.c.shard.in_(gone_shards)))
+                in_gone = f"home_id = ? AND shard IN ({conn.marks(len(gone_shards))})"
+                params = (home_id, *gone_shards)
+                gone_runs = f"SELECT run_id FROM index_cursors WHERE {in_gone}"
+                copies.release(conn, home_id, copies.Chosen(gone_runs, params))
+                for t in CHILD_TABLES + ("runs",):
+                    conn.execute(f'DELETE FROM "{t}" WHERE home_id = ? AND run_id IN ({gone_runs})', (home_id, *params))
+                n = conn.execute(f"DELETE FROM index_cursors WHERE {in_gone}", params)
+                conn.execute(f"DELETE FROM index_shards WHERE {in_gone}", params)
             s.removed += max(0, n or 0)
             self.removed_any = True
         # 2. the other shards: two stats per run, records yielded as found
-        stat = os.stat
         relive = self.relive
         shard_state = self.shard_state
-        seen_sql = sa.text(f"SELECT {_SEEN_COLS}{_SEEN_FULL_COLS if full else ''} FROM index_cursors "
-                           "WHERE home_id = :h AND shard IN :shards").bindparams(sa.bindparam("shards", expanding=True))
+        seen_sql = (f"SELECT {_SEEN_COLS}{_SEEN_FULL_COLS if full else ''} FROM index_cursors "
+                    "WHERE home_id = ? AND shard IN ({})")
         for i in range(0, len(scan), SHARD_GROUP):
             group = scan[i:i + SHARD_GROUP]
             cursors: dict[str, SeenCursor] = {}
             if not ctx.fresh:
                 with ctx.txn():
-                    cursors = {row[0]: SeenCursor(*row[1:]) for row in conn.execute(
-                        seen_sql, {"h": home_id, "shards": [g.shard for g in group]}).fetchall()}
+                    cursors = {row[0]: SeenCursor(*row[1:]) for row in conn.rows(
+                        seen_sql.format(conn.marks(len(group))), (home_id, *(g.shard for g in group)))}
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = ShardState(ssig, not sracy)
-                for name, path, link in subdirs(spath):
-                    if not name.startswith(PREFIX):
-                        continue
-                    try:
-                        # a symlink is not followed: its own lstat() signature; the projection lists it
-                        dst = os.lstat(path) if link else stat(path)
-                    except OSError:
-                        continue
+                # (a symlink is not followed: its own lstat() signature; the projection lists it)
+                for name, path, link, dsig, esig, esize, eino, racy, quiet in run_dirs(spath, racy_before,
+                                                                                      seal_before):
                     seen.add(name)
                     state.runs += 1
-                    dsig = f"{LINK_SIG}{dst.st_mtime_ns}:{dst.st_ino}" if link else f"{dst.st_mtime_ns}:{dst.st_ino}"
-                    try:
-                        if link:
-                            raise FileNotFoundError
-                        est = stat(path + EVENTS)
-                        esig = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}"
-                        emtime, esize, eino = est.st_mtime_ns, est.st_size, est.st_ino
-                    except OSError:
-                        esig, emtime, esize, eino = None, 0, None, None
-                    racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
-                    quiet = not racy and dst.st_mtime_ns < seal_before and emtime < seal_before
                     cur = cursors.get(name)
                     if record_unchanged(path, cur, dsig, esig, link, full):
                         if cur.settled:  # settled and unchanged
@@ -259,10 +219,8 @@ class RunScan:
             elif w.unsettled:
                 ask.append(w)
         if ask:
-            r = runs_t.c
             with self.ctx.txn():
-                states = dict(self.ctx.conn.execute(sa.select(r.run_id, r.state).where(
-                    r.home_id == self.ctx.home_id, r.run_id.in_([w.name for w in ask]), r.settled == sa.false())).all())
+                states = runrows.unsettled_states(self.ctx.conn, self.ctx.home_id, [w.name for w in ask])
             for w in ask:
                 if not gone_for_good(states.get(w.name) or ""):
                     self.shard_state[w.shard].sealed = False
@@ -273,11 +231,9 @@ class RunScan:
         ctx = self.ctx
         if self.relive:
             with ctx.txn():
-                ctx.conn.execute(sa.update(runs_t).where(runs_t.c.home_id == sa.bindparam("h"),
-                                                         runs_t.c.run_id == sa.bindparam("r"))
-                                 .values(state=sa.bindparam("state"), ok=sa.bindparam("ok"),
-                                         error_kind=sa.bindparam("ek"), error_detail=sa.bindparam("ed")),
-                                 self.relive)
+                wrap(ctx.conn).executemany(
+                    "UPDATE runs SET state = ?, ok = ?, error_kind = ?, error_detail = ? WHERE home_id = ? AND run_id = ?",
+                    [(x["state"], x["ok"], x["ek"], x["ed"], x["h"], x["r"]) for x in self.relive])
         rows = self.shard_rows
         self.changed = [{"home_id": ctx.home_id, "shard": sd, "dir_sig": st.dir_sig, "sealed": st.sealed,
                          "runs": st.runs}
@@ -290,7 +246,5 @@ class RunScan:
         """In the pass's closing transaction: the shards that changed. `insert_rows(table,
         dicts)` is the indexer's bulk insert."""
         if self.changed:
-            sh = shards_t.c
-            self.ctx.conn.execute(sa.delete(shards_t).where(sh.home_id == self.ctx.home_id,
-                                                            sh.shard.in_([x["shard"] for x in self.changed])))
-            insert_rows(shards_t, self.changed)
+            runrows.drop_shards(self.ctx.conn, self.ctx.home_id, [x["shard"] for x in self.changed])
+            insert_rows("index_shards", self.changed)

@@ -1,7 +1,8 @@
 """What a pass looks at, and when a shard is sealed: the rule scan.py applies and fresh.py mirrors.
 
-Both the index pass (ledger.index.scan, with SQLAlchemy) and the no-change check run before
-the heavy imports (ledger.index.fresh, sqlite3 and os.stat only) decide with these functions,
+Both the index pass (ledger.index.scan) and the no-change check run before the heavy
+imports (ledger.index.fresh, sqlite3 and os.stat only) decide with these functions (and walk
+a shard with `run_dirs`; the statements they share are ledger.index.runrows'),
 so that the check can never answer "unchanged" where the pass would find something. Pure:
 os.stat and strings, no SQLAlchemy, no record parsing.
 
@@ -25,7 +26,7 @@ the record again.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 from ledger.records.liveness import gone_for_good
 
@@ -97,6 +98,45 @@ def subdirs(path: str, sort: bool = True) -> list[tuple[str, str, bool]]:
     if sort:
         out.sort()
     return out
+
+
+class RunDir(NamedTuple):
+    """A run directory of an open shard as a pass stats it (events.jsonl: None/0 if absent)."""
+
+    name: str
+    path: str
+    link: bool  # a symlink where the directory should be: lstat()ed, never followed
+    dir_sig: str
+    events_sig: str | None
+    events_size: int | None
+    events_ino: int | None
+    racy: bool  # changed within the racy window: read again by the next pass
+    quiet: bool  # quiet for SEAL_GRACE: may be sealed
+
+
+def run_dirs(spath: str, racy_before: int, seal_before: int) -> Iterator[RunDir]:
+    """The run directories of a shard directory with their signatures (two stats each; one
+    gone meanwhile is left out), in name order: the walk of the pass and of the check."""
+    stat, lstat = os.stat, os.lstat
+    for name, path, link in subdirs(spath):
+        if not name.startswith(RUN_PREFIX):
+            continue
+        try:
+            dst = lstat(path) if link else stat(path)
+        except OSError:
+            continue
+        dsig = f"{LINK_SIG}{dst.st_mtime_ns}:{dst.st_ino}" if link else f"{dst.st_mtime_ns}:{dst.st_ino}"
+        esig, emtime, esize, eino = None, 0, None, None
+        if not link:
+            try:
+                est = stat(path + EVENTS)
+                esig, emtime = f"{est.st_size}:{est.st_mtime_ns}:{est.st_ino}", est.st_mtime_ns
+                esize, eino = est.st_size, est.st_ino
+            except OSError:
+                pass
+        racy = dst.st_mtime_ns >= racy_before or emtime >= racy_before
+        yield RunDir(name, path, link, dsig, esig, esize, eino, racy,
+                     not racy and dst.st_mtime_ns < seal_before and emtime < seal_before)
 
 
 def shard_skipped(full: bool, sealed: bool | None, stored_sig: str | None, sig: str, racy: bool) -> bool:
