@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.index.fresh import LOG_STATE_V
-from ledger.index.report_tables import SLOT_SECONDS
+from ledger.index.reportshape import SLOT_SECONDS
 from ledger.records.timefmt import parse_rfc3339
 
 COUNTERS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cache_write_5m_tokens",
