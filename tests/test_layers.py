@@ -23,7 +23,7 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess:
 def test_layer_contracts_hold():
     res = _lint(REPO)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "3 kept, 0 broken" in res.stdout
+    assert "4 kept, 0 broken" in res.stdout
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -60,6 +60,17 @@ def test_sqlalchemy_in_a_warm_module_breaks_the_contract(tmp_path):
     assert res.returncode != 0, res.stdout
     assert "the warm path imports no SQLAlchemy, Alembic or Typer BROKEN" in res.stdout
     assert "ledger.report.render -> sqlalchemy" in res.stdout
+
+
+def test_sqlalchemy_outside_the_schema_breaks_the_contract(tmp_path):
+    """Issue 27: SQLAlchemy belongs to the schema; a module off the warm path importing it (a
+    launcher's, lazily) is caught all the same."""
+    _append(_copy(tmp_path) / "launch" / "settlement.py",
+            "def _late():\n    import sqlalchemy  # outside the schema")
+    res = _lint(tmp_path)
+    assert res.returncode != 0, res.stdout
+    assert "only the schema imports SQLAlchemy or Alembic BROKEN" in res.stdout
+    assert "ledger.launch.settlement -> sqlalchemy" in res.stdout
 
 
 def test_a_module_in_no_layer_breaks_the_contract(tmp_path):
