@@ -162,9 +162,9 @@ def test_a_log_over_the_fold_limit_is_left_to_the_index(tmp_path, monkeypatch):
     read = imported(tmp_path, "read", "claude", cfg, fold=False)
     pre = prefold.load(str(folded / "sources" / "claude" / ".state"), "claude", 3)
     assert pre is not None
-    sizes = {rel: archiveformat.read_archive(folded / "sources" / "claude" / rel) for rel in pre[0]}
+    sizes = {rel: archiveformat.read_archive(folded / "sources" / "claude" / rel) for rel in pre.files}
     assert sizes and all(len(v) <= 4000 for v in sizes.values())
-    assert len(pre[0]) < len(list((folded / "sources" / "claude").rglob("*.jsonl.zst")))
+    assert len(pre.files) < len(list((folded / "sources" / "claude").rglob("*.jsonl.zst")))
     assert report(folded) == report(read)
     # (the fingerprint hashes a stream's responses in the order they were fed, as after an
     # incremental pass: the larger logs come after the folded ones here)
@@ -200,3 +200,57 @@ def test_a_log_that_changed_after_its_read_ahead_is_compressed_again(tmp_path):
     assert zstandard.ZstdDecompressor().decompress(got) == b'{"n":3}\n'
     assert fold.compressed(str(b), b'{"n":3}\n') is None  # (once)
     fold.close()
+
+
+@pytest.mark.parametrize("client,seed", [("claude", 3), ("codex", 2525)])
+def test_the_fold_holds_the_state_the_index_stores_in_parts(tmp_path, monkeypatch, client, seed):
+    """prefold.bin is the reducer state's JSON exactly as the index stores it (`state_json()`),
+    then its header, whose parts each parse alone: parsed part by part (Codex: one str per
+    repeated value across parts), it is the reducer's state again, byte for byte."""
+    import orjson
+
+    monkeypatch.setattr(prefold, "PART", 2)  # (many parts on a small history)
+    cfg = history(tmp_path, client, seed)
+    home = imported(tmp_path, "h", client, cfg, fold=True)
+    state_dir = str(home / "sources" / client / ".state")
+    pre = prefold.load(state_dir, client, prefold._state_version(client))
+    assert pre is not None and len(pre.parts) > 8
+    data = pre.state_bytes()
+    state = pre.state(prefold.sharer(client))
+    assert orjson.dumps(state) == data
+    assert prefold.reducer(client, state, adopt=True, shared=True).state_json() == data
+    assert prefold.reducer(client, orjson.loads(data)).state_json() == data
+    with open(os.path.join(state_dir, prefold.FILE), "rb") as f:
+        assert f.read().startswith(data + b"\n")
+
+
+@pytest.mark.parametrize("client", ["claude", "codex"])
+def test_an_older_truncated_or_damaged_fold_is_ignored(tmp_path, client):
+    """A fold of the old layout (one JSON document), one cut short, and one whose header is
+    sound but whose state does not parse: each first index is the index of a read of the
+    whole archive (the damaged state's bytes, stored before it is parsed, are replaced)."""
+    import orjson
+
+    cfg = history(tmp_path, client, 3)
+    read = imported(tmp_path, "read", client, cfg, fold=False)
+    want, want_tables = report(read), tables(read)
+
+    def old(b: bytes) -> bytes:
+        state, h, _ = b.split(b"\n")[:3]
+        h = orjson.loads(h)
+        return orjson.dumps({"rv": h["rv"], "max_line": h["max_line"], "files": h["files"], "state": orjson.loads(state)})
+
+    def torn(b: bytes) -> bytes:
+        return b[:len(b) // 2] + b[-prefold.TRAILER:]
+
+    def damaged(b: bytes) -> bytes:
+        key, start, end, whole = orjson.loads(b.split(b"\n")[1])["parts"][-2]
+        return b[:start] + b"\x00" * (end - start) + b[end:]
+
+    for damage in (old, torn, damaged):
+        home = imported(tmp_path, damage.__name__, client, cfg, fold=True)
+        path = home / "sources" / client / ".state" / prefold.FILE
+        path.write_bytes(damage(path.read_bytes()))
+        assert (prefold.load(str(path.parent), client, prefold._state_version(client)) is None) == (damage is not damaged)
+        assert report(home) == want
+        assert tables(home) == want_tables

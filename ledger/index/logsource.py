@@ -108,7 +108,7 @@ class LogPass:
         # a fresh index starts where the client's first import folded its lines (ledger.sources.prefold)
         pre = None if row is not None or ctx.full else _prefold(root, src)
         if pre is not None:
-            cur["files"] = pre[0]
+            cur["files"] = pre.files
         # the reducer state was folded by an older reducer (it lacks what a newer one counts, e.g.
         # Codex tool calls): the whole archive is read again, once, whether it changed or not
         stale = row is not None and cur.get("rv", 1) != state_v(src.client)
@@ -145,10 +145,19 @@ class LogPass:
             reset = ctx.full or stale or bool(gone) or any(
                 rel in known and (files[rel].st_size < known[rel][0] or files[rel].st_ino != known[rel][1])
                 for rel in changed)
+            now = c.dt(datetime.now(timezone.utc))
+            # nothing changed since the fold: the reducer state to store is the fold's own bytes,
+            # stored before the reducer is parsed (issue 28's peak memory: not both at once)
+            stored = pre is not None and row is None and not reset and not changed and _put_fold(c, h, src, pre, now)
             reducer_row = None if (reset or row is None) else _state(c, h, src.name + "/reducer")
-            usage = src.spec.reducer(orjson.loads(reducer_row[0]) if reducer_row is not None
-                                     else pre[1] if pre is not None and not reset else None)
-            pre = None  # (the fold's parsed state: the reducer holds its own copy; a large one is ~2x its JSON)
+            if reducer_row is not None:
+                usage = src.spec.reducer(orjson.loads(reducer_row[0]))
+            else:
+                usage = _fold_reducer(src, pre) if pre is not None and not reset else None
+                if usage is None:  # (no fold, or a damaged one: the whole archive is read)
+                    reset, stored = pre is not None or reset, False
+                    usage = src.spec.reducer(None)
+            pre = None
             if reset:
                 known = {}
             problems = {} if (reset or row is None) else self._problems()
@@ -181,14 +190,13 @@ class LogPass:
                                 if not any(rel.startswith(link + "/") for link in links))
                 problems.update(links)
             logrows.project(src, ctx.summary, conn, h, usage, files, reset or row is None, problems)
-            now = c.dt(datetime.now(timezone.utc))
-            c.execute("DELETE FROM log_state WHERE home_id = ? AND source IN (?, ?, ?)",
-                      (h, src.name, src.name + "/reducer", src.name + PROBLEMS))
+            c.execute("DELETE FROM log_state WHERE home_id = ? AND source IN (?, ?)", (h, src.name, src.name + PROBLEMS))
             rows = [{"home_id": h, "source": src.name, "state": orjson.dumps(
                 {"v": STATE_V, "rv": state_v(src.client), "files": known, "marker": marker}).decode(),
                 "indexed_at": now}]
             c.insert_rows("log_state", LOG_STATE_COLS, [[r[k] for k in LOG_STATE_COLS] for r in rows])
-            if fed or reducer_row is not None or reset or row is None:
+            if not stored and (fed or reducer_row is not None or reset or row is None):
+                c.execute("DELETE FROM log_state WHERE home_id = ? AND source = ?", (h, src.name + "/reducer"))
                 data = usage.state_json()
                 usage = None  # (a 10,000-thread reducer is ~250 MB: gone before the driver copies its JSON)
                 _put_state(c, h, src.name + "/reducer", data, now)
@@ -214,11 +222,34 @@ class LogPass:
 
 
 
-def _prefold(root: str, src: "LogSource") -> tuple[dict[str, list[int]], dict[str, Any]] | None:
+def _prefold(root: str, src: "LogSource") -> Any:
     from ledger.sources import prefold
     from ledger.sources.archiveformat import STATE_DIR
 
     return prefold.load(os.path.join(root, STATE_DIR), src.client, state_v(src.client))
+
+
+def _put_fold(c: Conn, h: int, src: LogSource, pre: Any, now: Any) -> bool:
+    """The fold's reducer state stored as the reducer's log_state row; False: unreadable."""
+    try:
+        data = pre.state_bytes()
+    except (OSError, ValueError):
+        return False
+    c.execute("DELETE FROM log_state WHERE home_id = ? AND source = ?", (h, src.name + "/reducer"))
+    _put_state(c, h, src.name + "/reducer", data, now)
+    return True
+
+
+def _fold_reducer(src: LogSource, pre: Any) -> Any:
+    """The reducer from the fold's state, parsed part by part (ledger.sources.prefold.Loaded), or
+    None when the file is damaged (it is a cache written by ledger: a shape error is damage too)."""
+    from ledger.sources import prefold
+
+    try:
+        state = pre.state(prefold.sharer(src.client))
+        return prefold.reducer(src.client, state, adopt=True, shared=True)
+    except (OSError, ValueError, TypeError, AttributeError, KeyError, IndexError):
+        return None
 
 
 def _state(c: Conn, h: int, source: str) -> tuple | None:

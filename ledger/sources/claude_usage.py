@@ -156,9 +156,12 @@ class ClaudeUsage:
                 "session_files": {k: sorted(v) for k, v in self._session_files.items()},
                 "problem_count": self.problem_count}
 
+    def state_view(self) -> dict[str, Any]:
+        """`state()`, to be written (every reducer has one; Codex's holds its own lists, not a copy)."""
+        return self.state()
+
     def state_json(self) -> bytes:
-        """`state()` as the index stores it (every reducer has one; Codex's writes its own
-        lists without a copy)."""
+        """`state()` as the index stores it."""
         import orjson
 
         return orjson.dumps(self.state())

@@ -159,6 +159,38 @@ def thread_of_path(file: str) -> str:
     return m.group(1).lower() if m else file
 
 
+def sharer() -> Any:
+    """`share(key, part)`: one str object for each session id, file, model, thread start, tool
+    name and tier in `part`, a dict of the state's top-level `key` (all of it, or some of its
+    entries), the same object across the parts given: JSON gives every entry its own copy (a
+    10,000-thread state held ~280 MB as parsed, most of it these repeats; issue 28's peak
+    memory). Values are unchanged, so the state written back is the same bytes."""
+    memo: dict[str, str] = {}
+    one = memo.setdefault
+
+    def entries(rows: Any, slots: tuple[int, ...]) -> None:
+        for e in rows:
+            n = len(e)
+            for i in slots:
+                if i < n and e[i].__class__ is str:
+                    e[i] = one(e[i], e[i])
+
+    def share(key: str, part: Any) -> None:
+        if key == "chains":
+            for lv in part.values():
+                entries(lv.values(), (_L_MODEL, _L_SESSION, _L_FILE, _L_START, _L_TIER))
+        elif key == "responses":
+            entries(part.values(), (_R_MODEL, _R_SESSION, _R_FILE, _R_START, _R_TIER, _R_CHAIN))
+        elif key == "calls":
+            for calls in part.values():
+                entries(calls.values(), (_C_SESSION, _C_FILE, _C_NAME, _C_START))
+        elif key == "sessions":
+            for v in part.values():
+                v["files"] = [one(f, f) for f in v["files"]]
+
+    return share
+
+
 class _Cursor:
     """Where a file's reading is, and what its lines so far set; kept in the state as the list
     [offset, lines consumed, own thread, chain, previous level key, model, own thread's start
@@ -180,10 +212,11 @@ class CodexUsage:
     """The reducer. Feed rollout files (any order, any split); read `deltas()`, `totals()`,
     `sessions()`; persist `state()`."""
 
-    def __init__(self, state: dict[str, Any] | None = None, adopt: bool = False) -> None:
+    def __init__(self, state: dict[str, Any] | None = None, adopt: bool = False, shared: bool = False) -> None:
         """From `state()` (or empty). `adopt`: the caller hands `state` over (freshly parsed,
         never used again), so its lists and dicts become the reducer's own instead of being
-        copied: a first index of a 10,000-thread history holds one copy, not two (issue 28)."""
+        copied: a first index of a 10,000-thread history holds one copy, not two (issue 28).
+        `shared`: `sharer()` already ran on each part of `state` as it was parsed."""
         s = state or {}
         if s and s.get("v") != STATE_VERSION:
             raise ValueError(f"unsupported codex usage state version {s.get('v')!r}")
@@ -208,7 +241,7 @@ class CodexUsage:
             # chain -> call key -> its result's status ("ok", "error", "semantic-error")
             self._results = {c: dict(r) for c, r in s.get("results", {}).items()}
         # (paginated fork chain -> its link to its parent: _forks)
-        if s:
+        if s and not (adopt and shared):
             self._share_strings()
         self.problem_count: int = s.get("problem_count", 0)
         self.problems: list[Problem] = []   # found by this object (this pass), not persisted
@@ -216,26 +249,11 @@ class CodexUsage:
 
     def _share_strings(self) -> None:
         """One str object for each session id, file, model, thread start, tool name and tier
-        of a loaded state: JSON gives every entry its own copy (a 10,000-thread state held
-        ~280 MB as parsed, most of it these repeats; issue 28's peak memory). Values are
-        unchanged, so the state written back is the same bytes."""
-        memo: dict[str, str] = {}
-        share = memo.setdefault
-
-        def entries(rows: Any, slots: tuple[int, ...]) -> None:
-            for e in rows:
-                n = len(e)
-                for i in slots:
-                    if i < n and e[i].__class__ is str:
-                        e[i] = share(e[i], e[i])
-
-        for lv in self._chains.values():
-            entries(lv.values(), (_L_MODEL, _L_SESSION, _L_FILE, _L_START, _L_TIER))
-        entries(self._responses.values(), (_R_MODEL, _R_SESSION, _R_FILE, _R_START, _R_TIER, _R_CHAIN))
-        for calls in self._calls.values():
-            entries(calls.values(), (_C_SESSION, _C_FILE, _C_NAME, _C_START))
-        for v in self._sessions.values():
-            v["files"] = [share(f, f) for f in v["files"]]
+        of a loaded state (see `sharer`)."""
+        share = sharer()
+        for key, d in (("chains", self._chains), ("responses", self._responses), ("calls", self._calls),
+                       ("sessions", self._sessions)):
+            share(key, d)
 
     # ---- persistence -----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -249,16 +267,18 @@ class CodexUsage:
                 "results": {c: dict(r) for c, r in self._results.items()},
                 "problem_count": self.problem_count}
 
-    def state_json(self) -> bytes:
-        """`orjson.dumps(state())` without the copy: the reducer's own lists are written as
-        they are (the index stores a 10,000-thread state of ~75 MB; issue 28's peak memory)."""
-        import orjson
+    def state_view(self) -> dict[str, Any]:
+        """What `state()` holds, without the copy: the reducer's own lists, to be written (the
+        index stores a 10,000-thread state of ~75 MB; issue 28's peak memory), not kept."""
+        return {"v": STATE_VERSION, "files": {k: v.to_state() for k, v in self._files.items()},
+                "chains": self._chains, "responses": self._responses,
+                "forks": {k: e.to_state() for k, e in self._forks.items()},
+                "sessions": self._sessions, "calls": self._calls, "results": self._results,
+                "problem_count": self.problem_count}
 
-        return orjson.dumps({"v": STATE_VERSION, "files": {k: v.to_state() for k, v in self._files.items()},
-                             "chains": self._chains, "responses": self._responses,
-                             "forks": {k: e.to_state() for k, e in self._forks.items()},
-                             "sessions": self._sessions, "calls": self._calls, "results": self._results,
-                             "problem_count": self.problem_count})
+    def state_json(self) -> bytes:
+        """`orjson.dumps(state())` without the copy (see `state_view`)."""
+        return orjson.dumps(self.state_view())
 
     def offset(self, file: str) -> int:
         """Bytes of `file` consumed so far (where the next `feed` must start)."""
