@@ -260,9 +260,15 @@ def _state(c: Conn, h: int, source: str) -> tuple | None:
 def _put_state(c: Any, h: int, source: str, data: bytes, now: Any) -> None:
     """A log_state row whose state is `data`, UTF-8 JSON bytes, stored as text without a
     Python str of it (a Codex reducer state is ~75 MB: issue 28's peak memory)."""
-    as_text = "CAST(? AS TEXT)" if c.sqlite else "convert_from(?, 'UTF8')"
-    c.execute(f"INSERT INTO log_state (home_id, source, state, indexed_at) VALUES (?, ?, {as_text}, ?)",
-              (h, source, data, now))
+    if not c.sqlite:
+        c.execute("INSERT INTO log_state (home_id, source, state, indexed_at) VALUES (?, ?, convert_from(?, 'UTF8'), ?)",
+                  (h, source, data, now))
+        return
+    # SQLite keeps a copy of a bound value until the cached statement is bound again: the same
+    # statement inserting nothing, with an empty state, lets that copy go
+    sql = "INSERT INTO log_state (home_id, source, state, indexed_at) SELECT ?, ?, CAST(? AS TEXT), ? WHERE ?"
+    c.execute(sql, (h, source, data, now, 1))
+    c.execute(sql, (h, source, b"", now, 0))
 
 
 def stored_problems(conn: Any, h: int, source: str) -> dict[str, list[Any]]:
