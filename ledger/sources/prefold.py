@@ -219,12 +219,10 @@ class Loaded:
     their memory, where one parse of the whole kept them all at once; issue 28)."""
 
     def __init__(self, path: str, files: dict[str, list[int]], size: int, parts: list[list[Any]]) -> None:
-        self.path, self.files, self.size, self.parts = path, files, size, parts
-        self.at = 0  # (the state's offset in the file)
+        self.path, self.files, self.size, self.parts = path, files, size, parts  # (the state is at offset 0)
 
     def state_bytes(self) -> bytes:
         with open(self.path, "rb") as f:
-            f.seek(self.at)
             data = f.read(self.size)
         if len(data) != self.size:
             raise ValueError("prefold state truncated")
@@ -237,7 +235,7 @@ class Loaded:
         out: dict[str, Any] = {}
         with open(self.path, "rb") as f:
             for key, start, end, whole in self.parts:
-                f.seek(self.at + start)
+                f.seek(start)
                 data = f.read(end - start)
                 if len(data) != end - start:
                     raise ValueError("prefold state truncated")
