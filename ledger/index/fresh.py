@@ -178,9 +178,9 @@ def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int,
     rows = {r[0]: (r[1], bool(r[2]), r[3]) for r in runrows.shard_rows(con, h)}
     walk = shard_walk(home, rows, False, racy_before)
     s.skipped.extend(_problem(spath, SYMLINK_REASON) for spath in walk.links)
-    for x in walk.open:
-        if x.shard not in rows:  # a new shard: a row to write (and its runs to read)
-            raise Decline(f"a new shard {x.shard}")
+    for shard, *_ in walk.open:
+        if shard not in rows:  # a new shard: a row to write (and its runs to read)
+            raise Decline(f"a new shard {shard}")
     if len(walk.open) + len(walk.sealed) != len(rows):  # a shard gone: its runs to delete
         raise Decline("a shard gone")
     # unsettled runs: their cursors (a sealed shard's are watched) and liveness inputs

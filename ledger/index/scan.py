@@ -88,7 +88,7 @@ class RunScan:
         # (a symlink: listed on every pass, the listing is made anyway; its runs are not in the home)
         s.skipped.extend(ScanProblem(spath, reader.SYMLINK_REASON) for spath in walk.links)
         scan, candidates = walk.open, walk.sealed  # (sealed and unchanged: skipped unless a watched record changed)
-        on_disk = {x.shard for x in scan}.union(candidates)
+        on_disk = {x[0] for x in scan}.union(candidates)
         gone_shards = [sd for sd in shard_rows if sd not in on_disk]
         unsettled: dict[str, UnsettledRun] = {}
         skipped: list[str] = []
@@ -135,7 +135,7 @@ class RunScan:
             if not ctx.fresh:
                 with ctx.txn():
                     cursors = {row[0]: SeenCursor(*row[1:]) for row in conn.rows(
-                        seen_sql.format(conn.marks(len(group))), (home_id, *(g.shard for g in group)))}
+                        seen_sql.format(conn.marks(len(group))), (home_id, *(g[0] for g in group)))}
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = ShardState(ssig, not sracy)

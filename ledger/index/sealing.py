@@ -145,14 +145,9 @@ def shard_skipped(full: bool, sealed: bool | None, stored_sig: str | None, sig: 
     return not full and bool(sealed) and stored_sig == sig and not racy
 
 
-class ShardScan(NamedTuple):
-    """A shard directory a pass finds: its signature, and whether it changed within the racy
-    window."""
-
-    shard: str
-    path: str
-    sig: str
-    racy: bool
+# A shard directory a pass finds: (shard, path, its signature, whether it changed within the
+# racy window). A plain tuple: the check builds one per shard on every warm read.
+ShardScan = tuple[str, str, str, bool]
 
 
 class ShardWalk(NamedTuple):
@@ -176,9 +171,10 @@ def shard_walk(home: str, rows: Mapping[str, Sequence[Any]], full: bool, racy_be
             st = os.stat(spath)
         except OSError:
             continue
-        x = ShardScan(shard, spath, f"{st.st_mtime_ns}:{st.st_ino}", st.st_mtime_ns >= racy_before)
+        sig, racy = f"{st.st_mtime_ns}:{st.st_ino}", st.st_mtime_ns >= racy_before
+        x = (shard, spath, sig, racy)
         row = rows.get(shard)
-        if row is not None and shard_skipped(full, row[1], row[0], x.sig, x.racy):
+        if row is not None and shard_skipped(full, row[1], row[0], sig, racy):
             walk.sealed[shard] = x
         else:
             walk.open.append(x)
@@ -191,12 +187,12 @@ def watched_changes(sealed: Mapping[str, ShardScan], damaged: Sequence[Sequence[
     `unsettled`: runrows.unsettled_runs') that changed since the shard was sealed, as (shard,
     what changed); shards in `opened` (the caller's, growing) are not stat()ed again."""
     for sd, name, pp, pr, rc, dsig, esig in damaged:
-        if sd in sealed and sd not in opened and not watched_unchanged(os.path.join(sealed[sd].path, name), SeenCursor(
+        if sd in sealed and sd not in opened and not watched_unchanged(os.path.join(sealed[sd][1], name), SeenCursor(
                 DAMAGED, False, bool(rc), dsig, esig, pp, pr, None), None, racy_before):
             yield sd, f"a damaged record changed: {name}"
     for r in unsettled:
         if r[6] in sealed and r[6] not in opened and r[7] != DAMAGED and not watched_unchanged(
-                os.path.join(sealed[r[6]].path, r[0]),
+                os.path.join(sealed[r[6]][1], r[0]),
                 SeenCursor(r[7], False, bool(r[8]), r[9], r[10], None, None, r[11]), r[5], racy_before):
             yield r[6], f"an unsettled run changed: {r[0]}"
 
