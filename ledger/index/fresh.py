@@ -227,11 +227,9 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[ShardScan],
                 sealed = sealed and quiet
             else:
                 u = unsettled.get(name)
-                live = None
-                if u is not None:
-                    live = live_now(u)
-                    if live != u[4]:
-                        raise Decline(f"a run's launcher is gone: {name}")  # running -> abandoned
+                live = live_now(u)
+                if u is not None and live != u[4]:
+                    raise Decline(f"a run's launcher is gone: {name}")  # running -> abandoned
                 sealed = sealed and quiet and seals(cur, live)
                 if racy:
                     if changes is None:

@@ -151,14 +151,12 @@ class RunScan:
                             continue
                         # unsettled: only its liveness may have changed
                         u = unsettled.get(name)
-                        live = None
-                        if u is not None:
-                            live = live_now(u)
-                            if live != u.state:
-                                # an unsettled run's verdict follows its liveness alone
-                                v = judge(state=live, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
-                                relive.append({"h": home_id, "r": name, "state": live, "ok": v.ok,
-                                               "ek": v.error_kind, "ed": v.error_detail})
+                        live = live_now(u)
+                        if u is not None and live != u.state:
+                            # an unsettled run's verdict follows its liveness alone
+                            v = judge(state=live, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
+                            relive.append({"h": home_id, "r": name, "state": live, "ok": v.ok,
+                                           "ek": v.error_kind, "ed": v.error_detail})
                         # (a launcher gone for good: sealed with what is known, its files still watched)
                         state.sealed = state.sealed and quiet and seals(cur, live)
                         if not racy:

@@ -209,10 +209,12 @@ def kept(cur: SeenCursor, s: Any, problem: Callable[[str, str], Any]) -> bool:
     return True
 
 
-def live_now(u: Sequence[Any]) -> str:
+def live_now(u: Sequence[Any] | None) -> str | None:
     """The liveness now of an unsettled run from runrows.unsettled_runs' (host, boot_id,
-    launcher_pid, launcher_start_ticks, ...): a state that differs from the stored one is a
-    write (running -> abandoned)."""
+    launcher_pid, launcher_start_ticks, state) (None: not judged, e.g. a copy of another home's
+    run): a state that differs from the stored one is a write (running -> abandoned)."""
+    if u is None:
+        return None
     host, boot_id, pid, ticks = u[0], u[1], u[2], u[3]
     return liveness(host or "", boot_id, None if pid is None else {"pid": pid, "start_ticks": ticks})
 
