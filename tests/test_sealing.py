@@ -438,5 +438,7 @@ def test_the_shared_rule_names_what_the_indexer_writes():
     assert scan.watched_unchanged is fresh.watched_unchanged and scan.seals is fresh.seals
     assert scan.record_unchanged is fresh.record_unchanged and scan.shard_skipped is fresh.shard_skipped
     assert scan.run_dirs is fresh.run_dirs is sealing.run_dirs
+    assert scan.shard_walk is fresh.shard_walk and scan.watched_changes is fresh.watched_changes
+    assert scan.kept is fresh.kept and scan.live_now is fresh.live_now
     # and the same statements (ledger.index.runrows)
     assert scan.runrows is fresh.runrows and scan.delete_runs is fresh.runrows.delete_runs

@@ -30,9 +30,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ledger.index import db as dbmod
 from ledger.index import runrows, sealing
 from ledger.index.summary import IndexSummary, summary_line  # noqa: F401 - re-exported (quickpass)
-from ledger.index.sealing import (  # noqa: F401 - (LINK_SIG, RUN_PREFIX re-exported: tests)
-    DAMAGED, LINK_SIG, RUN_PREFIX, SeenCursor, record_unchanged, run_dirs, seals, shard_skipped, subdirs,
-    watched_unchanged,
+from ledger.index.sealing import (  # noqa: F401 - (LINK_SIG, RUN_PREFIX, shard_skipped... re-exported: tests)
+    LINK_SIG, RUN_PREFIX, SeenCursor, ShardScan, kept, live_now, record_unchanged, run_dirs, seals, shard_skipped,
+    shard_walk, subdirs, watched_changes, watched_unchanged,
+)
+# the archive's files and marker, read as the log pass reads them (the import step that runs
+# before this check has loaded the module already)
+from ledger.sources.archiveformat import (  # noqa: F401 - (CHANGED_FILE, ARCHIVE_SKIP re-exported: tests)
+    ARCHIVE_SKIP, CHANGED_FILE, PROBLEMS, archive_files, archive_reason, change_marker, parse_problems,
 )
 
 if TYPE_CHECKING:
@@ -53,15 +58,12 @@ from ledger.sources.clients import IMPORTABLE as LOG_CLIENTS  # noqa: E402 - the
 # older reducer state is re-read.
 LOG_STATE_V = {"claude": 3, "codex": 5, "gemini": 1}
 LOG_STATE_FORMAT = 1  # logsource.STATE_V: the log_state document's own layout ("v")
-CHANGED_FILE = ".state/changed"  # ledger.sources.archiveformat.CHANGED_FILE
-PROBLEMS = "/problems"  # ledger.sources.archiveformat.PROBLEMS
-ARCHIVE_SKIP = (".state",)
-LOG_SUFFIXES = (".jsonl", ".jsonl.zst")
 
 
-class _Changed(Exception):
-    """Something a pass would write (or that this check does not judge); its argument says
-    what (the `why` list of unchanged() and ledger.index.quickpass.index_small gets it)."""
+class Decline(Exception):
+    """Something a pass would write (or that this check, or the small pass, does not judge);
+    its argument says what (the `why` list of unchanged() and ledger.index.quickpass.index_small
+    gets it)."""
 
 
 def declined(why: list[str] | None, exc: BaseException | str) -> None:
@@ -70,14 +72,14 @@ def declined(why: list[str] | None, exc: BaseException | str) -> None:
     that declined is not a "nothing changed")."""
     if why is not None:
         why.append(exc if isinstance(exc, str) else
-                   str(exc) if isinstance(exc, _Changed) else f"error: {type(exc).__name__}: {exc}")
+                   str(exc) if isinstance(exc, Decline) else f"error: {type(exc).__name__}: {exc}")
 
 
 class Changes:
     """What the small pass (ledger.index.quickpass) writes: the records of open shards to read
     (the scan's work items, as tuples) and, per shard holding one or whose state moved, the
     state this walk found (dir_sig, sealed before the reads, runs) and the stored row. More
-    than `limit` records to read: _Changed (the full pass reads them, in worker processes)."""
+    than `limit` records to read: Decline (the full pass reads them, in worker processes)."""
 
     __slots__ = ("limit", "works", "shards")
 
@@ -89,8 +91,16 @@ class Changes:
     def add(self, shard: str, state: tuple[str, bool, int], row: tuple[str, bool, int], works: list[tuple]) -> None:
         self.works.extend(works)
         if len(self.works) > self.limit:
-            raise _Changed(f"more than {self.limit} records to read")
+            raise Decline(f"more than {self.limit} records to read")
         self.shards[shard] = (state, row, works)
+
+
+def unjudged(homes: Sequence[str], url: str) -> str | None:
+    """Why the fast paths (this check, ledger.index.quickpass) do not judge a pass over `homes`
+    into `url`, or None: they judge only the SQLite index of some home."""
+    if not homes:
+        return "no home"
+    return None if dbmod.is_sqlite(url) else "not a SQLite index"
 
 
 def unchanged(homes: Sequence[str], url: str, why: list[str] | None = None) -> IndexSummary | None:
@@ -99,8 +109,8 @@ def unchanged(homes: Sequence[str], url: str, why: list[str] | None = None) -> I
 
     Only the SQLite index of a home (its `index.sqlite` or a named file) is judged; the caller
     has checked the homes (ledger.home) and brought imported logs up to date first."""
-    if not homes or not dbmod.is_sqlite(url):
-        return declined(why, "not a SQLite index" if homes else "no home")
+    if (reason := unjudged(homes, url)) is not None:
+        return declined(why, reason)
     try:
         path = dbmod.sqlite_path(url)
         # missing, damaged, not ledger's (no lock file is created next to it) or not at head
@@ -123,7 +133,7 @@ def unchanged(homes: Sequence[str], url: str, why: list[str] | None = None) -> I
                 return summary
             finally:
                 con.close()
-    except (_Changed, sqlite3.Error, OSError, ValueError) as exc:
+    except (Decline, sqlite3.Error, OSError, ValueError) as exc:
         return declined(why, exc)
     except Exception as exc:  # noqa: BLE001 - e.g. a damaged home-id.json: the pass says what
         from ledger.errors import LedgerError
@@ -151,71 +161,48 @@ def _home_id(con: sqlite3.Connection, home: str) -> int:
 
     h = homes.located(con, homes.locate(home, create=False))
     if h is None:
-        raise _Changed("a home to register or adopt")
+        raise Decline("a home to register or adopt")
     return h
 
 
 def _home(con: sqlite3.Connection, home: str, s: IndexSummary, racy_before: int, seal_before: int,
           changes: "Changes | None" = None) -> int:
-    """One home as ledger.index.scan.RunScan and logsource.LogPass see it; raises _Changed.
+    """One home as ledger.index.scan.RunScan and logsource.LogPass see it; raises Decline.
     With `changes` (the small pass), changed records of open shards and shard states to store
     are collected there instead. Returns the home's id."""
     from ledger.home import home_problem
 
     if home_problem(home) is not None:  # (absent or not a home: the pass says so)
-        raise _Changed("a home absent or not a home")
+        raise Decline("a home absent or not a home")
     h = _home_id(con, home)
     rows = {r[0]: (r[1], bool(r[2]), r[3]) for r in runrows.shard_rows(con, h)}
-    open_: list[tuple[str, str, str, bool]] = []
-    candidates: dict[str, str] = {}  # sealed and unchanged shards: their paths
-    for shard, spath, link in subdirs(os.path.join(home, "runs")):
-        if link:
-            s.skipped.append(_problem(spath, SYMLINK_REASON))
-            continue
-        try:
-            st = os.stat(spath)
-        except OSError:
-            continue
-        sig = f"{st.st_mtime_ns}:{st.st_ino}"
-        racy = st.st_mtime_ns >= racy_before
-        row = rows.get(shard)
-        if row is None:  # a new shard: a row to write (and its runs to read)
-            raise _Changed(f"a new shard {shard}")
-        if shard_skipped(False, row[1], row[0], sig, racy):
-            candidates[shard] = spath
-        else:
-            open_.append((shard, spath, sig, racy))
-    if len(open_) + len(candidates) != len(rows):  # a shard gone: its runs to delete
-        raise _Changed("a shard gone")
+    walk = shard_walk(home, rows, False, racy_before)
+    s.skipped.extend(_problem(spath, SYMLINK_REASON) for spath in walk.links)
+    for shard, *_ in walk.open:
+        if shard not in rows:  # a new shard: a row to write (and its runs to read)
+            raise Decline(f"a new shard {shard}")
+    if len(walk.open) + len(walk.sealed) != len(rows):  # a shard gone: its runs to delete
+        raise Decline("a shard gone")
     # unsettled runs: their cursors (a sealed shard's are watched) and liveness inputs
     unsettled = runrows.unsettled_runs(con, h)
-    if candidates:
+    if walk.sealed:
         damaged = runrows.damaged_cursors(con, h)
         # a watched record of a sealed shard that changed: the pass opens the shard and reads it
-        for sd, name, pp, pr, rc, dsig, esig in damaged:
-            if sd in candidates and not watched_unchanged(os.path.join(candidates[sd], name), SeenCursor(
-                    DAMAGED, False, bool(rc), dsig, esig, pp, pr, None), None, racy_before):
-                raise _Changed(f"a damaged record changed: {name}")
-        for r in unsettled:
-            if r[6] in candidates and r[7] != DAMAGED and not watched_unchanged(
-                    os.path.join(candidates[r[6]], r[0]),
-                    SeenCursor(r[7], False, bool(r[8]), r[9], r[10], None, None, r[11]), r[5], racy_before):
-                raise _Changed(f"an unsettled run changed: {r[0]}")
-        for sd in candidates:
+        for _sd, what in watched_changes(walk.sealed, damaged, unsettled, racy_before, set()):
+            raise Decline(what)
+        for sd in walk.sealed:
             s.unchanged += rows[sd][2]
-        s.skipped.extend(_problem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in candidates)
-    if open_:
-        _open_shards(con, h, open_, rows, {r[0]: r[1:6] for r in unsettled}, s, racy_before, seal_before, changes)
+        s.skipped.extend(_problem(pp, pr) for sd, _n, pp, pr, *_ in damaged if sd in walk.sealed)
+    if walk.open:
+        _open_shards(con, h, walk.open, rows, {r[0]: r[1:6] for r in unsettled}, s, racy_before, seal_before, changes)
     for client in LOG_CLIENTS:
         _log_source(con, h, home, client, s)
     return h
 
 
-def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, str, bool]],
+def _open_shards(con: sqlite3.Connection, h: int, open_: list[ShardScan],
                  rows: dict[str, tuple[str, bool, int]], unsettled: dict[str, tuple], s: IndexSummary,
                  racy_before: int, seal_before: int, changes: "Changes | None" = None) -> None:
-    from ledger.records.liveness import liveness
-
     marks = ",".join("?" * len(open_))
     by_shard: dict[str, dict[str, SeenCursor]] = {}
     for r in con.execute(
@@ -232,37 +219,29 @@ def _open_shards(con: sqlite3.Connection, h: int, open_: list[tuple[str, str, st
             cur = cursors.get(name)
             if cur is None or not record_unchanged(path, cur, dsig, esig, link, False):
                 if changes is None:
-                    raise _Changed(f"a record to read: {name}")  # new, changed, or racy
+                    raise Decline(f"a record to read: {name}")  # new, changed, or racy
                 new += cur is None
                 works.append((path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
                 continue
-            if cur.settled:
-                s.unchanged += 1
-                sealed = sealed and quiet
-            elif cur.status == DAMAGED:
-                s.skipped.append(_problem(cur.problem_path, cur.problem))
-                s.unchanged += 1
+            if kept(cur, s, _problem):
                 sealed = sealed and quiet
             else:
                 u = unsettled.get(name)
-                live = None
-                if u is not None:
-                    pid, ticks = u[2], u[3]
-                    live = liveness(u[0] or "", u[1], None if pid is None else {"pid": pid, "start_ticks": ticks})
-                    if live != u[4]:
-                        raise _Changed(f"a run's launcher is gone: {name}")  # running -> abandoned
+                live = live_now(u)
+                if u is not None and live != u[4]:
+                    raise Decline(f"a run's launcher is gone: {name}")  # running -> abandoned
                 sealed = sealed and quiet and seals(cur, live)
                 if racy:
                     if changes is None:
-                        raise _Changed(f"a racy record: {name}")
+                        raise Decline(f"a racy record: {name}")
                     works.append((path, name, dsig, esig, esize, eino, cur, racy, shard, quiet))
                     continue
                 s.unchanged += 1
         if n - new != len(cursors):  # a run gone (every run seen has a cursor): a deletion
-            raise _Changed(f"a run gone from shard {shard}")
+            raise Decline(f"a run gone from shard {shard}")
         if works or rows[shard] != (ssig, sealed, n):  # records to read, a shard to seal or its signature
             if changes is None:
-                raise _Changed(f"shard {shard} to seal or re-sign")
+                raise Decline(f"shard {shard} to seal or re-sign")
             changes.add(shard, (ssig, sealed, n), rows[shard], works)
 
 
@@ -278,49 +257,14 @@ def _state_says(state: str, rv: int, marker: str) -> bool:
             and state.endswith(f',"marker":"{marker}"}}'))
 
 
-def _marker(root: str) -> str | None:
-    try:
-        st = os.stat(os.path.join(root, CHANGED_FILE))
-    except OSError:
-        return None
-    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
-
-
-def _archive_files(root: str) -> dict[str, list[int]]:
-    """ledger.index.logfeed.archive_files: {path below root: [size, inode]}."""
-    out: dict[str, list[int]] = {}
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        try:
-            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
-        except OSError:
-            continue
-        for e in entries:
-            r = f"{rel}/{e.name}" if rel else e.name
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if not rel and e.name in ARCHIVE_SKIP:
-                        continue
-                    stack.append(r)
-                elif e.is_file(follow_symlinks=False) and e.name.endswith(LOG_SUFFIXES):
-                    st = e.stat(follow_symlinks=False)
-                    out[r] = [st.st_size, st.st_ino]
-            except OSError:
-                continue
-    return out
-
-
 def _log_source(con: sqlite3.Connection, h: int, home: str, client: str, s: IndexSummary) -> None:
     """ledger.index.logsource.LogPass.settle when no run record changed: unchanged while the
     archive's change marker is the one the last pass stored (else its files are compared)."""
     root = os.path.join(home, "sources", client)
-    marker = _marker(root)
+    marker = change_marker(root)
     bad = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
                       (h, f"{client}-log{PROBLEMS}")).fetchone()
     if bad is not None:  # (damaged archive files: named on every pass, as damaged records are)
-        from ledger.sources.archiveformat import archive_reason, parse_problems
-
         for rel, (offset, reason) in sorted(parse_problems(bad[0]).items()):
             s.skipped.append(_problem(os.path.join(root, rel), archive_reason(offset, reason)))
     row = con.execute("SELECT state FROM log_state WHERE home_id = ? AND source = ?",
@@ -331,18 +275,18 @@ def _log_source(con: sqlite3.Connection, h: int, home: str, client: str, s: Inde
 
     cur = json.loads(row[0]) if row is not None else {"files": {}}
     if row is not None and cur.get("rv", 1) != LOG_STATE_V[client]:
-        raise _Changed(f"{client} sessions folded by an older reducer")  # the pass reads the archive again
+        raise Decline(f"{client} sessions folded by an older reducer")  # the pass reads the archive again
     if marker is not None and cur.get("marker") == marker:
         return
-    files = _archive_files(root) if os.path.isdir(root) else {}
+    files = {rel: [st.st_size, st.st_ino] for rel, st in archive_files(root)} if os.path.isdir(root) else {}
     if row is None:
         if files:
-            raise _Changed(f"{client} sessions archived, never indexed")
+            raise Decline(f"{client} sessions archived, never indexed")
         return
     known = cur.get("files") or {}
     if (any(known.get(rel) != v for rel, v in files.items()) or any(rel not in files for rel in known)
             or marker != cur.get("marker")):
-        raise _Changed(f"{client} sessions archive changed")
+        raise Decline(f"{client} sessions archive changed")
 
 
 def links_changed(rows: Any, h: int, client: str) -> bool:

@@ -1,6 +1,7 @@
 """Reading a client's log archive (`<home>/sources/<client>/`, ledger.sources.archive): its
-change marker, its files, and their new bytes fed to the reducer in bounded pieces (a zstd
-file frame by frame, ledger.sources.zframes). Problems found on the way (a damaged frame, a
+change marker and its files (ledger.sources.archiveformat: the freshness check reads them the
+same way), and their new bytes fed to the reducer in bounded pieces (a zstd file frame by
+frame, ledger.sources.zframes). Problems found on the way (a damaged frame, a
 line over the bounds, a file the archive recorded and the disk lacks) are returned as
 (byte offset, reason), for the pass to store and name.
 """
@@ -8,9 +9,11 @@ line over the bounds, a file the archive recorded and the disk lacks) are return
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import Any
 
-from ledger.sources.archiveformat import CHANGED_FILE, LINK_REASON, ZSTD_SUFFIX
+from ledger.sources.archiveformat import (  # noqa: F401 - (re-exported: logsource, tests)
+    ARCHIVE_SKIP, ZSTD_SUFFIX, archive_files, change_marker,
+)
 
 SOURCES_DIR = "sources"
 # the columns of the tables the log pass writes, in the models' order (tests/test_tabledefs.py
@@ -18,46 +21,6 @@ SOURCES_DIR = "sources"
 LOG_SESSION_COLS = ("home_id", "row_id", "source", "provider_session_id", "linked_run_id", "files", "path",
                     "fingerprint", "indexed_at")
 LOG_STATE_COLS = ("home_id", "source", "state", "indexed_at")
-ARCHIVE_SKIP = (".state",)  # the archive's own bookkeeping (ledger.sources.archive)
-
-
-def change_marker(root: str) -> str | None:
-    """The signature of the archive's change marker (rewritten by every import that archived
-    something): unchanged, the archive is as the last pass saw it."""
-    try:
-        st = os.stat(os.path.join(root, CHANGED_FILE))
-    except OSError:
-        return None
-    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
-
-
-def archive_files(root: str, links: dict[str, list[Any]] | None = None) -> Iterator[tuple[str, os.stat_result]]:
-    """(path below root, stat) of every regular `.jsonl` file of an archive (no symlinks:
-    each one where a directory or an archive file is goes to `links` as a problem)."""
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        try:
-            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
-        except OSError:
-            continue
-        for e in entries:
-            r = f"{rel}/{e.name}" if rel else e.name
-            try:
-                if links is not None and e.is_symlink() and (
-                        e.is_dir() or e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX))):
-                    links[r] = [None, f"{LINK_REASON}: not followed (its sessions are not read)"]
-                    continue
-                if e.is_dir(follow_symlinks=False):
-                    if not rel and e.name in ARCHIVE_SKIP:
-                        continue
-                    stack.append(r)
-                elif e.is_file(follow_symlinks=False) and e.name.endswith((".jsonl", ".jsonl" + ZSTD_SUFFIX)):
-                    yield r, e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-
-
 FEED_CHUNK = 16 << 20  # bytes of a plain archive file fed to the reducer at a time
 
 

@@ -34,14 +34,6 @@ from typing import Any, Sequence
 QUICK_MAX = 32  # records: more go to the full pass (it reads them in worker processes)
 
 
-class _Decline(Exception):
-    """Not a small change after all: the full pass does it."""
-
-
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)
-
-
 def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None, why: list[str] | None = None) -> Any:
     """The summary of a small pass over `homes` (ledger.index.fresh.IndexSummary), or None:
     the full pass is needed (nothing was written; `why`, when given, gets the reason:
@@ -50,13 +42,13 @@ def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None, why:
     from ledger.index import fresh, sealing
     from ledger.index.rawwrite import NotAtHead, raw_writing
 
-    if not homes or not dbmod.is_sqlite(url):
-        return fresh.declined(why, "not a SQLite index" if homes else "no home")
+    if (reason := fresh.unjudged(homes, url)) is not None:
+        return fresh.declined(why, reason)
     try:
         with raw_writing(url) as con:
             (n_homes,) = con.execute("SELECT count(*) FROM homes").fetchone()
             if n_homes != 1:
-                raise _Decline("more than one home")  # (copies of a run in two homes: ledger.index.copies)
+                raise fresh.Decline("more than one home")  # (copies of a run in two homes: ledger.index.copies)
             start_ns = time.time_ns()
             racy_before = start_ns - (sealing.RACY_NS if racy_ns is None else racy_ns)
             summary = fresh.IndexSummary(db=dbmod.redact_url(url))
@@ -68,11 +60,9 @@ def index_small(homes: Sequence[str], url: str, racy_ns: int | None = None, why:
                 if changes.shards:
                     _write(con, h, home, changes, summary)
             return summary
-    except _Decline as exc:
-        return fresh.declined(why, str(exc))
     except NotAtHead:
         return fresh.declined(why, "the index is not at head")
-    except (fresh._Changed, sqlite3.Error, OSError, ValueError) as exc:
+    except (fresh.Decline, sqlite3.Error, OSError, ValueError) as exc:
         return fresh.declined(why, exc)
 
 
@@ -81,9 +71,9 @@ def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> 
     scan.RunScan.folded / settle / write_state and the home's last_indexed_at)."""
     from ledger.index import db as dbmod
     from ledger.index import runrows
+    from ledger.index.sealing import kept_open
     from ledger.index.project import OUT_TABLES, damaged_cursor, enc_datetime, fold_record, plan
     from ledger.index.work import Work, prev_cursors, tally
-    from ledger.records.liveness import gone_for_good
 
     works = [Work(*t) for t in changes.works]
     known = [w.name for w in works if w.cur is not None]
@@ -98,11 +88,7 @@ def _write(con: sqlite3.Connection, h: int, home: str, changes: Any, s: Any) -> 
         if out[name]:
             con.executemany(plan(name)[0], out[name])
     # sealing (scan.RunScan.folded): a record that may still change keeps its shard open
-    open_ = {w.shard for w in works if not w.sealable}
-    ask = [w for w in works if w.sealable and w.unsettled]
-    if ask:
-        states = runrows.unsettled_states(con, h, [w.name for w in ask])
-        open_.update(w.shard for w in ask if not gone_for_good(states.get(w.name) or ""))
+    open_ = kept_open(works, lambda names: runrows.unsettled_states(con, h, names))
     shards = []
     for shard, ((sig, sealed, n), row, _works) in changes.shards.items():
         state = (sig, sealed and shard not in open_, n)
@@ -134,6 +120,6 @@ def _check_links(con: sqlite3.Connection, h: int, home: str) -> None:
                           (h, f"{client}-log")).fetchone()
         if row is None:
             continue
-        marker = fresh._marker(os.path.join(home, "sources", client))
+        marker = fresh.change_marker(os.path.join(home, "sources", client))
         if marker is None or json.loads(row[0]).get("marker") != marker or fresh.links_changed(rows, h, client):
-            raise _Decline(f"{client} sessions archive changed")
+            raise fresh.Decline(f"{client} sessions archive changed")

@@ -66,6 +66,19 @@ GROUP_VERDICTS = ("judged", "ok", "skill_expected", "skill_invoked", "tool_calls
 GROUP_VALUES = (("values_cost_auto", "run_cost_auto"), ("values_cost_reported", "run_cost_reported"),
                 ("values_cost_estimated", "run_cost_estimated"), ("values_duration_ms", "duration_ms"))
 
+# report_state's rule versions (read by the sync, ledger.report.sync, and by the check that it
+# has nothing to do, ledger.report.synced). FACT_RULES is bumped when the facts' rules change (2:
+# plain commands have no cost piece; 3: an imported session's first row is in the slot of its
+# start, facts._start_row): a full rebuild
+FACT_RULES = "3"
+# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole (2: a
+# run's cost among the sorted figures is its whole cost, facts.RunValues; issue 26)
+GROUP_RULES = "2"
+# report_state.group_rules while report_groups / report_group_days are not built: they serve
+# only `report session|skill` (aggregate.reads_groups), so a full sync (the first report after
+# a cold index) leaves them to the first sync of a report that reads them (issue 10)
+GROUPS_DEFERRED = "deferred"
+
 # the triggers that fill report_changes (created by migration 0007; the sync checks they exist)
 CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
 

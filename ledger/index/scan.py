@@ -16,11 +16,11 @@ from ledger.index import copies, runrows
 from ledger.index.dbapi import wrap
 from ledger.index.runrows import CHILD_TABLES, delete_runs  # noqa: F401 - (re-exported: indexer, sources)
 from ledger.index.sealing import (  # noqa: F401 - (re-exported: project.py, tests)
-    CONTEXT, DAMAGED, EVENTS, LINK_SIG, MANIFEST, TERMINAL, SeenCursor, file_sig, files_unchanged, prefix_sha,
-    record_unchanged, run_dirs, seals, shard_skipped, subdirs, watched, watched_unchanged,
+    CONTEXT, DAMAGED, EVENTS, LINK_SIG, MANIFEST, TERMINAL, SeenCursor, ShardScan, file_sig, files_unchanged, kept,
+    kept_open, live_now, prefix_sha, record_unchanged, run_dirs, seals, shard_skipped, shard_walk, subdirs, watched,
+    watched_changes, watched_unchanged,
 )
 from ledger.records import reader
-from ledger.records.liveness import gone_for_good, liveness
 from ledger.records.model import ScanProblem
 from ledger.records.verdict import judge
 from ledger.index.work import PREFIX_BYTES, Work, files_sig, launcher_dict, sig  # noqa: F401 - (re-exported)
@@ -40,15 +40,6 @@ class ShardRow(NamedTuple):
     dir_sig: str
     sealed: bool
     runs: int
-
-
-class ShardScan(NamedTuple):
-    """A shard directory this pass looks into."""
-
-    shard: str
-    path: str
-    sig: str
-    racy: bool
 
 
 @dataclass
@@ -93,24 +84,11 @@ class RunScan:
                 self.shard_rows = {row[0]: ShardRow(*row[1:]) for row in runrows.shard_rows(conn, home_id)}
         shard_rows = self.shard_rows
         # 1. shard directories: a sealed shard whose directory did not change is not listed
-        scan: list[ShardScan] = []
-        candidates: dict[str, ShardScan] = {}  # sealed and unchanged: skipped unless a watched record changed
-        for shard, spath, link in subdirs(os.path.join(ctx.home, "runs")):
-            if link:  # listed on every pass (the listing is made anyway); its runs are not in the home
-                s.skipped.append(ScanProblem(spath, reader.SYMLINK_REASON))
-                continue
-            try:
-                sst = os.stat(spath)
-            except OSError:
-                continue
-            ssig = f"{sst.st_mtime_ns}:{sst.st_ino}"
-            sracy = sst.st_mtime_ns >= racy_before
-            row = shard_rows.get(shard)
-            if row is not None and shard_skipped(full, row.sealed, row.dir_sig, ssig, sracy):
-                candidates[shard] = ShardScan(shard, spath, ssig, sracy)
-            else:
-                scan.append(ShardScan(shard, spath, ssig, sracy))
-        on_disk = {x.shard for x in scan}.union(candidates)
+        walk = shard_walk(ctx.home, shard_rows, full, racy_before)
+        # (a symlink: listed on every pass, the listing is made anyway; its runs are not in the home)
+        s.skipped.extend(ScanProblem(spath, reader.SYMLINK_REASON) for spath in walk.links)
+        scan, candidates = walk.open, walk.sealed  # (sealed and unchanged: skipped unless a watched record changed)
+        on_disk = {x[0] for x in scan}.union(candidates)
         gone_shards = [sd for sd in shard_rows if sd not in on_disk]
         unsettled: dict[str, UnsettledRun] = {}
         skipped: list[str] = []
@@ -124,16 +102,9 @@ class RunScan:
             if candidates:
                 # the damaged and abandoned records of a sealed shard are still stat()ed (sealing.py):
                 # one that changed opens its shard
-                watch = [(sd, name, SeenCursor(DAMAGED, False, bool(rc), dsig, esig, pp, pr, None), None)
-                         for sd, name, pp, pr, rc, dsig, esig in damaged if sd in candidates]
-                watch += [(row[6], row[0], SeenCursor(row[7], False, bool(row[8]), row[9], row[10], None, None,
-                                                      row[11]), row[5])
-                          for row in found if row[6] in candidates and row[7] != DAMAGED]
                 opened: set[str] = set()
-                for sd, name, cur, st in watch:
-                    if sd not in opened and not watched_unchanged(os.path.join(candidates[sd].path, name), cur, st,
-                                                                  racy_before):
-                        opened.add(sd)
+                for sd, _what in watched_changes(candidates, damaged, found, racy_before, opened):
+                    opened.add(sd)
                 if opened:
                     scan = sorted(scan + [candidates[sd] for sd in opened])
                 skipped = [sd for sd in candidates if sd not in opened]
@@ -164,7 +135,7 @@ class RunScan:
             if not ctx.fresh:
                 with ctx.txn():
                     cursors = {row[0]: SeenCursor(*row[1:]) for row in conn.rows(
-                        seen_sql.format(conn.marks(len(group))), (home_id, *(g.shard for g in group)))}
+                        seen_sql.format(conn.marks(len(group))), (home_id, *(g[0] for g in group)))}
             seen: set[str] = set()
             for shard, spath, ssig, sracy in group:
                 state = shard_state[shard] = ShardState(ssig, not sracy)
@@ -175,26 +146,17 @@ class RunScan:
                     state.runs += 1
                     cur = cursors.get(name)
                     if record_unchanged(path, cur, dsig, esig, link, full):
-                        if cur.settled:  # settled and unchanged
-                            s.unchanged += 1
-                            state.sealed = state.sealed and quiet
-                            continue
-                        if cur.status == DAMAGED:
-                            s.skipped.append(ScanProblem(cur.problem_path, cur.problem))
-                            s.unchanged += 1
+                        if kept(cur, s, ScanProblem):  # settled (or damaged) and unchanged
                             state.sealed = state.sealed and quiet
                             continue
                         # unsettled: only its liveness may have changed
                         u = unsettled.get(name)
-                        live = None
-                        if u is not None:
-                            live = liveness(u.host or "", u.boot_id, launcher_dict(u.launcher_pid,
-                                                                                  u.launcher_start_ticks))
-                            if live != u.state:
-                                # an unsettled run's verdict follows its liveness alone
-                                v = judge(state=live, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
-                                relive.append({"h": home_id, "r": name, "state": live, "ok": v.ok,
-                                               "ek": v.error_kind, "ed": v.error_detail})
+                        live = live_now(u)
+                        if u is not None and live != u.state:
+                            # an unsettled run's verdict follows its liveness alone
+                            v = judge(state=live, outcome=None, result=None, evidence_gaps=0, skill_invoked=None)
+                            relive.append({"h": home_id, "r": name, "state": live, "ok": v.ok,
+                                           "ek": v.error_kind, "ed": v.error_detail})
                         # (a launcher gone for good: sealed with what is known, its files still watched)
                         state.sealed = state.sealed and quiet and seals(cur, live)
                         if not racy:
@@ -212,18 +174,13 @@ class RunScan:
     def folded(self, batch: list[Work]) -> None:
         """A batch was written: a shard holding a record that may still change is not sealed (an
         unsettled record read now seals only if it was found abandoned: sealing.seals)."""
-        ask: list[Work] = []
-        for w in batch:
-            if not w.sealable:
-                self.shard_state[w.shard].sealed = False
-            elif w.unsettled:
-                ask.append(w)
-        if ask:
+
+        def states(names: list[str]) -> dict[str, str | None]:
             with self.ctx.txn():
-                states = runrows.unsettled_states(self.ctx.conn, self.ctx.home_id, [w.name for w in ask])
-            for w in ask:
-                if not gone_for_good(states.get(w.name) or ""):
-                    self.shard_state[w.shard].sealed = False
+                return runrows.unsettled_states(self.ctx.conn, self.ctx.home_id, names)
+
+        for shard in kept_open(batch, states):
+            self.shard_state[shard].sealed = False
 
     def settle(self) -> bool:
         """After the last batch: store the liveness changes of unchanged unsettled runs and work

@@ -26,9 +26,9 @@ the record again.
 from __future__ import annotations
 
 import os
-from typing import Iterator, NamedTuple
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
-from ledger.records.liveness import gone_for_good
+from ledger.records.liveness import gone_for_good, liveness
 
 # The passes' clocks, here once for the indexer and the warm check alike (ledger.index.fresh,
 # quickpass): read as `sealing.RACY_NS` when used, so that one setting reaches every path.
@@ -145,6 +145,80 @@ def shard_skipped(full: bool, sealed: bool | None, stored_sig: str | None, sig: 
     return not full and bool(sealed) and stored_sig == sig and not racy
 
 
+# A shard directory a pass finds: (shard, path, its signature, whether it changed within the
+# racy window). A plain tuple: the check builds one per shard on every warm read.
+ShardScan = tuple[str, str, str, bool]
+
+
+class ShardWalk(NamedTuple):
+    """A home's shard directories against index_shards (`shard_walk`)."""
+
+    links: list[str]  # symlinks where a shard directory should be: named, never followed
+    open: list[ShardScan]  # to look into (new, changed, not sealed, or a --full pass)
+    sealed: dict[str, ShardScan]  # sealed and unchanged: skipped unless a watched record changed
+
+
+def shard_walk(home: str, rows: Mapping[str, Sequence[Any]], full: bool, racy_before: int) -> ShardWalk:
+    """The first step of the walk of the pass (ledger.index.scan) and of the check
+    (ledger.index.fresh): each shard directory of `home`, stat()ed, against its stored row
+    (dir_sig, sealed, runs) in `rows`. A shard stored and not found is gone (the caller's)."""
+    walk = ShardWalk([], [], {})
+    for shard, spath, link in subdirs(os.path.join(home, "runs")):
+        if link:
+            walk.links.append(spath)
+            continue
+        try:
+            st = os.stat(spath)
+        except OSError:
+            continue
+        sig, racy = f"{st.st_mtime_ns}:{st.st_ino}", st.st_mtime_ns >= racy_before
+        x = (shard, spath, sig, racy)
+        row = rows.get(shard)
+        if row is not None and shard_skipped(full, row[1], row[0], sig, racy):
+            walk.sealed[shard] = x
+        else:
+            walk.open.append(x)
+    return walk
+
+
+def watched_changes(sealed: Mapping[str, ShardScan], damaged: Sequence[Sequence[Any]],
+                    unsettled: Sequence[Sequence[Any]], racy_before: int, opened: set[str]) -> Iterator[tuple[str, str]]:
+    """The watched records of the sealed shards (`damaged`: runrows.damaged_cursors' rows, then
+    `unsettled`: runrows.unsettled_runs') that changed since the shard was sealed, as (shard,
+    what changed); shards in `opened` (the caller's, growing) are not stat()ed again."""
+    for sd, name, pp, pr, rc, dsig, esig in damaged:
+        if sd in sealed and sd not in opened and not watched_unchanged(os.path.join(sealed[sd][1], name), SeenCursor(
+                DAMAGED, False, bool(rc), dsig, esig, pp, pr, None), None, racy_before):
+            yield sd, f"a damaged record changed: {name}"
+    for r in unsettled:
+        if r[6] in sealed and r[6] not in opened and r[7] != DAMAGED and not watched_unchanged(
+                os.path.join(sealed[r[6]][1], r[0]),
+                SeenCursor(r[7], False, bool(r[8]), r[9], r[10], None, None, r[11]), r[5], racy_before):
+            yield r[6], f"an unsettled run changed: {r[0]}"
+
+
+def kept(cur: SeenCursor, s: Any, problem: Callable[[str, str], Any]) -> bool:
+    """Whether an unchanged record needs nothing more: settled, or damaged (its problem named
+    again, as on every pass); counted as unchanged in the summary `s`. False: unsettled, its
+    liveness is to be judged (`live_now`)."""
+    if not cur.settled and cur.status != DAMAGED:
+        return False
+    if not cur.settled:
+        s.skipped.append(problem(cur.problem_path, cur.problem))
+    s.unchanged += 1
+    return True
+
+
+def live_now(u: Sequence[Any] | None) -> str | None:
+    """The liveness now of an unsettled run from runrows.unsettled_runs' (host, boot_id,
+    launcher_pid, launcher_start_ticks, state) (None: not judged, e.g. a copy of another home's
+    run): a state that differs from the stored one is a write (running -> abandoned)."""
+    if u is None:
+        return None
+    host, boot_id, pid, ticks = u[0], u[1], u[2], u[3]
+    return liveness(host or "", boot_id, None if pid is None else {"pid": pid, "start_ticks": ticks})
+
+
 def files_unchanged(path: str, cur: SeenCursor, full: bool) -> bool:
     """Whether the files of an indexed record that the directory / events.jsonl signatures do
     not cover are as the cursor saw them: manifest.json and (of a settled run) terminal.json
@@ -189,6 +263,19 @@ def seals(cur: SeenCursor, live: str | None) -> bool:
     cannot judge (another host's: `unknown`), keeps its shard open: it may still change and
     its liveness is re-checked on every pass."""
     return bool(cur.settled) or cur.status == DAMAGED or (live is not None and gone_for_good(live))
+
+
+def kept_open(works: Sequence[Any], states: Callable[[list[str]], Mapping[str, str | None]]) -> set[str]:
+    """The shards that records just read keep open (scan.RunScan.folded and the small pass,
+    ledger.index.quickpass): a record that may still change, or an unsettled one whose stored
+    state (`states(names)`: runrows.unsettled_states, asked only when there is one) is not
+    gone for good (an unsettled record seals only if it was found abandoned: `seals`)."""
+    out = {w.shard for w in works if not w.sealable}
+    ask = [w for w in works if w.sealable and w.unsettled]
+    if ask:
+        found = states([w.name for w in ask])
+        out.update(w.shard for w in ask if not gone_for_good(found.get(w.name) or ""))
+    return out
 
 
 def watched(settled: bool, status: str) -> bool:

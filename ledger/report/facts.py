@@ -5,7 +5,7 @@ cost estimated with a memo and reused from the facts' cache when its usage finge
 change. ledger.report.sync writes them (plain SQL on ledger.index.dbapi.Conn; a full sync on
 SQLite through ledger.report.fullsync, a few changed runs through ledger.report.quicksync).
 Also the sorted figures of report_groups (pack_values / _unpack / _apply) and the sync's
-bookkeeping (FACT_RULES, GROUP_RULES).
+bookkeeping (whose rule versions, FACT_RULES and GROUP_RULES, are ledger.index.reportshape's).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ledger.report.schema import (
     CELL_KINDS, COUNTER_COLUMNS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, REPORTED, SLOT_SECONDS, SLOTS_PER_DAY, START_KEY,
     TOKEN_COLUMNS, VALUE_KINDS,
 )
+from ledger.report.schema import FACT_RULES, GROUP_RULES, GROUPS_DEFERRED  # noqa: F401 - re-exported (tests)
 
 Estimator = Callable[[str | None, str | None, Mapping[str, Any]], "tuple[float | None, str | None]"]
 
@@ -49,16 +50,6 @@ def _default_estimator() -> Estimator:
 
 COMMAND_HARNESS = "command"
 
-# bumped when the facts' rules change (2: plain commands have no cost piece; 3: an imported
-# session's first row is in the slot of its start, facts._start_row): a full rebuild
-FACT_RULES = "3"
-# bumped when report_groups' rules change: the groups (not the facts) are rebuilt whole (2: a
-# run's cost among the sorted figures is its whole cost, RunValues; issue 26)
-GROUP_RULES = "2"
-# report_state.group_rules while report_groups / report_group_days are not built: they serve
-# only `report session|skill` (aggregate.reads_groups), so a full sync (the first report after
-# a cold index) leaves them to the first sync of a report that reads them (issue 10)
-GROUPS_DEFERRED = "deferred"
 
 
 def _price_version() -> str:

@@ -119,6 +119,6 @@ def _group_medians(c: Conn, q: ReportQuery, col: _Collector, conds: list[Sql]) -
 
 def _groups_built(c: Conn) -> bool:
     """report_groups is built (a read-only index may hold it deferred: the facts answer)."""
-    from ledger.report.synced import GROUP_RULES
+    from ledger.index.reportshape import GROUP_RULES
 
     return _rows(c, Sql("SELECT value FROM report_state WHERE key = 'group_rules'")) == [(GROUP_RULES,)]

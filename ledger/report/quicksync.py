@@ -30,6 +30,7 @@ from ledger.index.dbapi import Conn, wrap
 from ledger.report import facts as F
 from ledger.report import sync as S
 from ledger.report.rollups import Undone, refresh_groups, refresh_rollups
+from ledger.report.schema import FACT_RULES, GROUP_RULES, GROUPS_DEFERRED
 
 SMALL = 500  # changed runs at most (more: sync_facts, whose statements then cost little)
 LOG_ROWS = 4 * SMALL  # change-log rows read at most (a run rewritten several times logs several)
@@ -63,11 +64,11 @@ def _sync(c: Conn, b: F.FactBuilder, limit: int, groups: bool = True) -> None:
     state = S._get_state(c)
     fact_runs = state.get("fact_runs")
     if (not S.has_change_triggers(c) or state.get("price_version") != b.price_version or fact_runs is None
-            or state.get("fact_rules") != F.FACT_RULES):
+            or state.get("fact_rules") != FACT_RULES):
         raise Declined("a full rebuild")
     group_state = state.get("group_rules")
     # the group tables kept up to date, or not built and not needed yet (sync_facts's rule)
-    if not (group_state == F.GROUP_RULES or (group_state == F.GROUPS_DEFERRED and not groups)):
+    if not (group_state == GROUP_RULES or (group_state == GROUPS_DEFERRED and not groups)):
         raise Declined("the group tables to build")
     try:
         runs_before = int(fact_runs)
@@ -85,12 +86,12 @@ def _sync(c: Conn, b: F.FactBuilder, limit: int, groups: bool = True) -> None:
         raise Declined("the facts need a reconcile")
     if touched:
         refresh_rollups(c, touched)
-    if b.groups and group_state == F.GROUP_RULES:
+    if b.groups and group_state == GROUP_RULES:
         try:
             refresh_groups(c, b.groups, b.cells, b.deltas, strict=True)
         except Undone as exc:  # (sync_facts reads the figures again from the facts)
             raise Declined(str(exc)) from None
-    new_state = {"price_version": b.price_version, "fact_runs": fact_runs, "fact_rules": F.FACT_RULES,
+    new_state = {"price_version": b.price_version, "fact_runs": fact_runs, "fact_rules": FACT_RULES,
                  "group_rules": group_state}
     if {k: state.get(k) for k in new_state} != new_state:
         S._set_state(c, new_state)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from ledger.records.counters import ALL_INT_COUNTERS
 
 from ledger.index.reportshape import (  # noqa: F401 - re-exported: the shape the models declare too
-    CELL_KINDS, CHANGE_TRIGGERS, ESTIMATED, GROUP_KINDS, GROUP_VALUES, GROUP_VERDICTS, MIXED, MODEL_MEASURES,
-    REPORTED, RUN_MEASURES, SLOT_SECONDS, SLOTS_PER_DAY,
+    CELL_KINDS, CHANGE_TRIGGERS, ESTIMATED, FACT_RULES, GROUP_KINDS, GROUP_RULES, GROUP_VALUES, GROUP_VERDICTS,
+    GROUPS_DEFERRED, MIXED, MODEL_MEASURES, REPORTED, RUN_MEASURES, SLOT_SECONDS, SLOTS_PER_DAY,
 )
 
 COUNTER_COLUMNS = ALL_INT_COUNTERS  # (ledger.index.models: usage_streams' counters)

@@ -41,15 +41,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ledger.index.dbapi import Conn, wrap
 from ledger.report import fullsync
 from ledger.report.facts import (  # noqa: F401 - re-exported (tests, scripts)
-    COMMAND_HARNESS, FACT_RULES, GROUP_RULES, GROUPS_DEFERRED, VERDICT_FACTS, Estimator, FactBuilder, RunValues, SyncStats,
-    _apply, _counters, _default_estimator, _fingerprint, _price_version, _unpack, pack_values, run_outcome, verdict_facts,
+    COMMAND_HARNESS, VERDICT_FACTS, Estimator, FactBuilder, RunValues, SyncStats, _apply, _counters, _default_estimator,
+    _fingerprint, _price_version, _unpack, pack_values, run_outcome, verdict_facts,
 )
 from ledger.report.factsql import keys_in
 from ledger.report.rollups import chunks, refresh_groups, refresh_rollups  # noqa: F401 - re-exported (tests)
 from ledger.report.schema import (  # noqa: F401 - re-exported
-    CELL_COLUMNS, CELL_KINDS, CHANGE_TRIGGERS, COUNTER_COLUMNS, FACT_COLUMNS, GROUP_COLUMNS, GROUP_KINDS, GROUP_VALUES,
-    GROUP_VERDICTS, MODEL_MEASURES, RUN_COLUMNS, RUN_MEASURES, SLOT_SECONDS, SLOTS_PER_DAY, STREAM_COLUMNS,
-    TOKEN_COLUMNS, VALUE_KINDS,
+    CELL_COLUMNS, CELL_KINDS, CHANGE_TRIGGERS, COUNTER_COLUMNS, FACT_COLUMNS, FACT_RULES, GROUP_COLUMNS, GROUP_KINDS,
+    GROUP_RULES, GROUP_VALUES, GROUP_VERDICTS, GROUPS_DEFERRED, MODEL_MEASURES, RUN_COLUMNS, RUN_MEASURES,
+    SLOT_SECONDS, SLOTS_PER_DAY, STREAM_COLUMNS, TOKEN_COLUMNS, VALUE_KINDS,
 )
 
 BATCH = 1000

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# ledger.report.sync.FACT_RULES / GROUP_RULES and ledger.index.report_tables.CHANGE_TRIGGERS (both import
-# SQLAlchemy; the test checks these agree)
-FACT_RULES = "3"
-GROUP_RULES = "2"  # ledger.report.sync.GROUP_RULES
-GROUPS_DEFERRED = "deferred"  # ledger.report.facts.GROUPS_DEFERRED
-CHANGE_TRIGGERS = ("report_changes_insert", "report_changes_update", "report_changes_delete")
+# the sync's rule versions and change-log triggers, from their one home (no imports: the warm path)
+from ledger.index.reportshape import CHANGE_TRIGGERS, FACT_RULES, GROUP_RULES, GROUPS_DEFERRED
 
 
 def facts_current(c: Any, groups: bool = True) -> bool:

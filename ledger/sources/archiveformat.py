@@ -9,7 +9,7 @@ import errno
 import json
 import os
 import time
-from typing import Any
+from typing import Any, Iterator
 
 PREFIX_BYTES = 4096
 TAIL_BYTES = 256
@@ -81,6 +81,45 @@ def archive_reason(offset: int | None, reason: str) -> str:
 
 
 LINK_REASON = "a symlink inside the archive"  # (how the index and verify name one: never followed)
+ARCHIVE_SKIP = (STATE_DIR,)  # the archive's own bookkeeping: not logs
+LOG_SUFFIXES = (".jsonl", ".jsonl" + ZSTD_SUFFIX)  # an archived log, plain or in zstd frames
+
+
+def change_marker(root: str) -> str | None:
+    """The signature of the archive's change marker (rewritten by every import that archived
+    something): unchanged, the archive is as the last pass saw it (the index's pass,
+    ledger.index.logsource, and its freshness check, ledger.index.fresh)."""
+    try:
+        st = os.stat(os.path.join(root, CHANGED_FILE))
+    except OSError:
+        return None
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+
+def archive_files(root: str, links: dict[str, list[Any]] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """(path below root, stat) of every regular log file of an archive (no symlinks: each one
+    where a directory or an archive file is goes to `links` as a problem)."""
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
+        except OSError:
+            continue
+        for e in entries:
+            r = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if links is not None and e.is_symlink() and (e.is_dir() or e.name.endswith(LOG_SUFFIXES)):
+                    links[r] = [None, f"{LINK_REASON}: not followed (its sessions are not read)"]
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    if not rel and e.name in ARCHIVE_SKIP:
+                        continue
+                    stack.append(r)
+                elif e.is_file(follow_symlinks=False) and e.name.endswith(LOG_SUFFIXES):
+                    yield r, e.stat(follow_symlinks=False)
+            except OSError:
+                continue
 
 
 _CCTX: list[Any] = []
