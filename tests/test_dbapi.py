@@ -95,3 +95,26 @@ def test_wrap_keeps_a_conn_and_names_the_dialect(tmp_path):
     c = wrap(raw)
     assert wrap(c) is c and c.dialect == "sqlite" and c.marks(3) == "?, ?, ?"
     raw.close()
+
+
+def test_a_savepoint_whose_rollback_fails_raises_the_first_error():
+    """The connection gone inside a savepoint: the caller reads why (the block's error), not
+    the driver's refusal of the rollback (bulk.analyze_if_unknown relies on it)."""
+
+    class Gone:
+        dialect = "sqlite"
+
+        def __init__(self):
+            self.calls = []
+
+        def execute(self, sql, params=()):
+            self.calls.append(sql)
+            if sql.startswith("ROLLBACK"):
+                raise sqlite3.OperationalError("cannot rollback - no transaction is active")
+
+    raw = Gone()
+    conn = Conn(raw, "sqlite")
+    with pytest.raises(ConnectionError, match="server closed the connection"):
+        with conn.savepoint("sp"):
+            raise ConnectionError("server closed the connection")
+    assert raw.calls == ["SAVEPOINT sp", "ROLLBACK TO SAVEPOINT sp"]

@@ -13,9 +13,9 @@ committed without its rows.
 from __future__ import annotations
 
 import os
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from ledger.index.dbapi import Conn, wrap
 from ledger.index.project import TOOLS_JSON, plan
@@ -70,24 +70,6 @@ def lock_not_available(exc: BaseException) -> bool:
     return state == "55P03"
 
 
-@contextmanager
-def _savepoint(c: Conn, name: str) -> Iterator[None]:
-    """Conn.savepoint, except that an error the rollback to it cannot undo (the connection
-    gone: SQLAlchemy then refuses any statement) is raised as itself, not as the rollback's
-    refusal, so that the caller still reads a lost connection (ledger.errors)."""
-    c.execute(f"SAVEPOINT {name}")
-    try:
-        yield
-    except BaseException as exc:
-        try:
-            c.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            c.execute(f"RELEASE SAVEPOINT {name}")
-        except Exception:
-            raise exc from None
-        raise
-    c.execute(f"RELEASE SAVEPOINT {name}")
-
-
 def analyze_if_unknown(conn: Any, txn: Callable[[], AbstractContextManager[Any]], tables: Sequence[str]) -> None:
     """PostgreSQL plans a foreign-key check once per connection and keeps that plan. Planned
     while `runs` has no statistics (an empty database), it may look a parent row up through
@@ -106,7 +88,7 @@ def analyze_if_unknown(conn: Any, txn: Callable[[], AbstractContextManager[Any]]
         # rebuild): a pass that finds it taken goes on without new statistics, never waits long
         before = c.scalar("SELECT current_setting('lock_timeout')")
         try:
-            with _savepoint(c, "ledger_analyze"):
+            with c.savepoint("ledger_analyze"):
                 c.execute(f"SET LOCAL lock_timeout = '{int(ANALYZE_WAIT_MS)}ms'")
                 c.execute("ANALYZE " + ", ".join(f'"{t}"' for t in tables))
                 c.execute("SELECT set_config('lock_timeout', ?, true)", (before,))

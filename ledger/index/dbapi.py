@@ -162,13 +162,18 @@ class Conn:
     @contextmanager
     def savepoint(self, name: str = "ledger_sp") -> Iterator["Conn"]:
         """A nested transaction: rolled back to its start (and the error raised on) when the
-        block raises, kept otherwise."""
+        block raises, kept otherwise. An error the rollback cannot undo (the connection gone:
+        SQLAlchemy then refuses any statement) is raised as itself, not as the rollback's
+        refusal, so the caller still reads a lost connection (ledger.errors)."""
         self._run(f"SAVEPOINT {name}", ())
         try:
             yield self
-        except BaseException:
-            self._run(f"ROLLBACK TO SAVEPOINT {name}", ())
-            self._run(f"RELEASE SAVEPOINT {name}", ())
+        except BaseException as exc:
+            try:
+                self._run(f"ROLLBACK TO SAVEPOINT {name}", ())
+                self._run(f"RELEASE SAVEPOINT {name}", ())
+            except Exception:
+                raise exc from None
             raise
         self._run(f"RELEASE SAVEPOINT {name}", ())
 
