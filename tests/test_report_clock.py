@@ -20,7 +20,8 @@ import sqlalchemy as sa
 
 from ledger.index import db as dbmod
 from ledger.index.models import Run
-from ledger.index.ops import index_homes, writing
+from indexhelpers import sa_writing as writing
+from ledger.index.ops import index_homes
 from ledger.records import read_run
 from ledger.records.writer import EventWriter, settle
 from reporthelpers import claude_stream, make, make_abandoned, report_json

@@ -467,6 +467,34 @@ def upgrade(conn: Any, target: str = "head") -> None:
     command.upgrade(alembic_config(connection=conn), target)
 
 
+def upgrade_sqlite(raw: sqlite3.Connection) -> None:
+    """Migrate the SQLite database on the driver connection `raw` (outside a transaction) to
+    head in one BEGIN IMMEDIATE transaction, through an SQLAlchemy connection over `raw` that
+    lives for the migration alone (the runtime's connections are DB-API ones; SQLAlchemy and
+    Alembic are the schema's). `raw` stays open."""
+    import sqlalchemy as sa
+    from sqlalchemy import event
+    from sqlalchemy.pool import StaticPool
+
+    # (no reset on return: the pool would roll back or close what is the caller's)
+    eng = sa.create_engine("sqlite://", creator=lambda: raw, poolclass=StaticPool, pool_reset_on_return=None)
+
+    @event.listens_for(eng, "connect")
+    def _on_connect(dbapi_conn: Any, _rec: Any) -> None:
+        dbapi_conn.isolation_level = None  # (as opened: transactions are begun below)
+
+    @event.listens_for(eng, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    conn = eng.connect()
+    try:
+        with conn.begin():
+            upgrade(conn)
+    finally:
+        conn.close()  # (not eng.dispose(): that closes `raw`)
+
+
 def script_revisions() -> tuple[list[str], list[str]]:
     """(heads, all revisions) of the migration scripts (imports Alembic)."""
     from alembic.script import ScriptDirectory
