@@ -10,9 +10,10 @@ opened, with the settings each use needs:
 - build: a fresh file of 16 KiB pages, journal in memory, no fsync until it is swapped in.
 
 All get the busy timeout, and `isolation_level=None`: transactions are begun here, never by
-the sqlite3 module. `transaction()` is a pass's per-batch transaction on any connection.
-A server's connections still come from an SQLAlchemy engine (ledger.index.db.engine), whose
-driver connection the Conn then uses.
+the sqlite3 module. A server's are psycopg's (ledger.index.pgconnect, the URL read as
+SQLAlchemy reads it), in autocommit mode for the same reason: a transaction is a block
+(`with conn.transaction()`), so a session's advisory locks (ledger.index.pglocks) are taken
+between them. `transaction()` is a pass's per-batch transaction on any connection.
 """
 
 from __future__ import annotations
@@ -72,7 +73,41 @@ def transaction(conn: Any) -> Any:
     c = wrap(conn)
     if c.sqlite:
         return sqlite_transaction(c.raw)
-    return c.raw.begin()  # (a Conn over an SQLAlchemy connection to a server)
+    if hasattr(c.raw, "exec_driver_sql"):  # (a Conn over an SQLAlchemy connection)
+        return c.raw.begin()
+    return c.raw.transaction()
+
+
+def in_transaction(conn: Any) -> bool:
+    """Whether `conn` (a Conn, or an SQLAlchemy connection) is inside a transaction."""
+    if hasattr(conn, "in_transaction") and callable(conn.in_transaction):
+        return conn.in_transaction()
+    raw = wrap(conn).raw
+    if hasattr(raw, "exec_driver_sql"):
+        return raw.in_transaction()
+    if isinstance(raw, sqlite3.Connection):
+        return raw.in_transaction
+    return raw.info.transaction_status != 0  # (psycopg.pq.TransactionStatus.IDLE)
+
+
+def server_connect(url: str, app_name: str | None = None) -> Any:
+    """A psycopg connection to the server index at `url`, in autocommit mode (see above);
+    `app_name` names it in pg_stat_activity (a lock's waiters are told who holds it). A
+    refused connection is the IndexError_ naming the URL without its password."""
+    import psycopg
+
+    from ledger.index.pgconnect import connect
+
+    extra: dict[str, Any] = {"autocommit": True}
+    if app_name:
+        import os
+        import socket
+
+        extra["application_name"] = f"{app_name} {socket.gethostname()} pid {os.getpid()}"[:63]
+    try:
+        return connect(url, **extra)
+    except psycopg.Error as exc:
+        raise dbmod.cannot_connect(url, exc) from None
 
 
 @contextmanager
@@ -112,14 +147,13 @@ def reading(url: str) -> Iterator[Conn]:
         with sqlite_reading(dbmod.sqlite_path(url)) as c:
             yield c
         return
-    eng = dbmod.engine(url)
+    raw = server_connect(url)
     try:
-        with dbmod.server_connection(eng, url) as conn, conn.begin():
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield wrap(conn)
+        with raw.transaction():
+            raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield Conn(raw, "postgresql")
     finally:
-        eng.dispose()
+        raw.close()
 
 
 @contextmanager
@@ -132,9 +166,9 @@ def writing(url: str) -> Iterator[Conn]:
         with sqlite_writing(dbmod.sqlite_path(url)) as raw:
             yield Conn(raw, "sqlite")
         return
-    eng = dbmod.engine(url)
+    raw = server_connect(url)
     try:
-        with dbmod.server_connection(eng, url) as conn, conn.begin():
-            yield wrap(conn)
+        with raw.transaction():
+            yield Conn(raw, "postgresql")
     finally:
-        eng.dispose()
+        raw.close()
