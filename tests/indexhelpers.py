@@ -117,3 +117,18 @@ def records_show_json(run: Path) -> str:
 
 def settle_run(run: Path, outcome: str = "completed") -> None:
     settle(run, outcome)
+
+
+def sa_reading(url: str) -> Any:
+    """An SQLAlchemy connection in a read transaction (ledger.index.dbadmin.schema_connection),
+    for tests written in Core: the runtime's reading() gives a DB-API Conn."""
+    from ledger.index.dbadmin import schema_connection
+
+    return schema_connection(url)
+
+
+def sa_writing(url: str) -> Any:
+    """An SQLAlchemy connection in a write transaction (the locks of ops.writing)."""
+    from ledger.index.dbadmin import schema_connection
+
+    return schema_connection(url, write=True)

@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import sqlalchemy as sa
 
 from ledger.index import db as dbmod
 from ledger.index.models import Run
-from ledger.index.ops import index_homes, writing
+from indexhelpers import sa_writing as writing
+from ledger.index.ops import index_homes
 from ledger.records import read_run
 from ledger.records.writer import EventWriter, settle
 from reporthelpers import claude_stream, make, make_abandoned, report_json
@@ -120,10 +122,12 @@ def test_a_rewritten_run_row_is_reported_whatever_its_timestamp(home, db_url):
 
 class _HoldCommit:
     """Holds the commit of the first transaction that wrote `runs` in one thread (an index
-    pass on a laptop that is slow to commit) until released."""
+    pass on a laptop that is slow to commit) until released. The pass's psycopg connection
+    (ledger.index.serverpass.server_connect's) is watched: its statements and its
+    transactions' commits."""
 
-    # rows of `runs` go in by INSERT, or by psycopg's COPY (not seen by SQLAlchemy's events);
-    # either way the batch's transaction then takes the copy locks of its run ids (pglocks)
+    # rows of `runs` go in by INSERT, or by psycopg's COPY; either way the batch's
+    # transaction then takes the copy locks of its run ids (pglocks)
     WRITES_RUNS = re.compile(r'^\s*((INSERT\s+INTO|COPY)\s+"?runs"?[\s(]|SELECT pg_advisory_xact_lock\(\d+, hashtext)',
                              re.I)
 
@@ -134,23 +138,69 @@ class _HoldCommit:
         self.release = threading.Event()
 
     def __enter__(self) -> "_HoldCommit":
-        sa.event.listen(sa.engine.Engine, "before_cursor_execute", self._statement)
-        sa.event.listen(sa.engine.Engine, "commit", self._commit)
+        from ledger.index import serverpass
+
+        self._connect = serverpass.server_connect
+        serverpass.server_connect = lambda *a, **kw: _Watched(self._connect(*a, **kw), self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", self._statement)
-        sa.event.remove(sa.engine.Engine, "commit", self._commit)
+        from ledger.index import serverpass
 
-    def _statement(self, conn, cursor, statement, params, context, executemany) -> None:
-        if threading.get_ident() == self.thread and self.WRITES_RUNS.match(statement):
+        self.release.set()
+        serverpass.server_connect = self._connect
+
+    def statement(self, statement: object) -> None:
+        if threading.get_ident() == self.thread and self.WRITES_RUNS.match(str(statement)):
             self.wrote = True
 
-    def _commit(self, conn) -> None:
+    def committing(self) -> None:
         if threading.get_ident() == self.thread and self.wrote and not self.held.is_set():
             self.held.set()
             self.release.wait(120)
+
+
+class _Watched:
+    """A psycopg connection (or cursor) whose statements, and commits of its transaction
+    blocks, a _HoldCommit sees first."""
+
+    def __init__(self, raw, hold: _HoldCommit) -> None:
+        object.__setattr__(self, "_raw", raw)
+        object.__setattr__(self, "_hold", hold)
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+    def __setattr__(self, name, value) -> None:
+        setattr(self._raw, name, value)
+
+    def __enter__(self):
+        self._raw.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._raw.__exit__(*exc)
+
+    def cursor(self, *args, **kw):
+        return _Watched(self._raw.cursor(*args, **kw), self._hold)
+
+    def execute(self, sql, *args, **kw):
+        self._hold.statement(sql)
+        return self._raw.execute(sql, *args, **kw)
+
+    def executemany(self, sql, *args, **kw):
+        self._hold.statement(sql)
+        return self._raw.executemany(sql, *args, **kw)
+
+    def copy(self, sql, *args, **kw):
+        self._hold.statement(sql)
+        return self._raw.copy(sql, *args, **kw)
+
+    @contextmanager
+    def transaction(self, *args, **kw):
+        with self._raw.transaction(*args, **kw) as tx:
+            yield tx
+            self._hold.committing()
 
 
 def test_two_indexers_the_one_with_the_earlier_clock_committing_later(home, tmp_path, pg_url, monkeypatch):

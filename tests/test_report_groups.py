@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ledger.index.ops import index_homes, reading, writing
+from indexhelpers import sa_reading as reading, sa_writing as writing
+from ledger.index.ops import index_homes
 from ledger.report import service
 from ledger.report.aggregate import _source, run_report
 from ledger.report.medians import _kth, _merged_middle, _middle

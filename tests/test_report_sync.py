@@ -13,7 +13,8 @@ from ledger.records import read_run
 from ledger.records.writer import settle
 from ledger.report.query import ReportQuery
 from ledger.report.models import ReportFact
-from ledger.report.service import query, writing
+from indexhelpers import sa_writing as writing
+from ledger.report.service import query
 from ledger.report.sync import sync_facts
 from reporthelpers import claude_stream, make, make_abandoned
 

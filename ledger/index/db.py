@@ -467,6 +467,48 @@ def upgrade(conn: Any, target: str = "head") -> None:
     command.upgrade(alembic_config(connection=conn), target)
 
 
+@contextmanager
+def migrating(raw: Any) -> Iterator[Any]:
+    """An SQLAlchemy connection over the driver connection `raw` (sqlite3 or psycopg, outside
+    a transaction) inside one transaction (BEGIN IMMEDIATE on SQLite), committed when the
+    block ends: a migration's, and its checks'. The runtime's connections are DB-API ones;
+    SQLAlchemy and Alembic are the schema's, over the same connection while it changes.
+    `raw` stays open, as it was."""
+    import sqlalchemy as sa
+    from sqlalchemy import event
+    from sqlalchemy.pool import StaticPool
+
+    lite = isinstance(raw, sqlite3.Connection)
+    # (no reset on return: the pool would roll back or close what is the caller's)
+    eng = sa.create_engine("sqlite://" if lite else "postgresql+psycopg://", creator=lambda: raw,
+                           poolclass=StaticPool, pool_reset_on_return=None)
+    autocommit = None
+    if lite:
+        @event.listens_for(eng, "connect")
+        def _on_connect(dbapi_conn: Any, _rec: Any) -> None:
+            dbapi_conn.isolation_level = None  # (as opened: the transaction is begun below)
+
+        @event.listens_for(eng, "begin")
+        def _on_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        autocommit, raw.autocommit = raw.autocommit, False  # (SQLAlchemy's commit is the driver's)
+    conn = eng.connect()
+    try:
+        with conn.begin():
+            yield conn
+    finally:
+        conn.close()  # (not eng.dispose(): that closes `raw`)
+        if autocommit is not None and not raw.closed:
+            raw.autocommit = autocommit
+
+
+def upgrade_sqlite(raw: sqlite3.Connection) -> None:
+    """Migrate the SQLite database on `raw` to head in one transaction (see migrating())."""
+    with migrating(raw) as conn:
+        upgrade(conn)
+
+
 def script_revisions() -> tuple[list[str], list[str]]:
     """(heads, all revisions) of the migration scripts (imports Alembic)."""
     from alembic.script import ScriptDirectory

@@ -6,11 +6,11 @@ the models and the database).
 from __future__ import annotations
 
 import os
-from typing import Any
+from contextlib import ExitStack, contextmanager
+from typing import Any, Iterator
 
 from ledger.index import db as dbmod
 from ledger.index.db import IndexError_
-from ledger.index.ops import reading
 from ledger.index.serverdb import inspect_server
 from ledger.index.setaside import set_aside_copies
 from ledger.index.sqlitechecks import check_parent, quick_check, refuse_foreign
@@ -90,6 +90,28 @@ def schema_diff(conn: Any, strict: bool = True) -> list[Any]:
     return compare_metadata(mc, Base.metadata)
 
 
+@contextmanager
+def schema_connection(url: str, write: bool = False) -> Iterator[Any]:
+    """An SQLAlchemy connection on the index inside one transaction, for what speaks
+    SQLAlchemy: the schema diff of `ledger db check` (and tests written in Core). Locks and
+    settings as ledger.index.connect's reading() (`write`: writing())."""
+    with ExitStack() as stack:
+        if dbmod.is_sqlite(url):
+            path = dbmod.sqlite_path(url)
+            if write:
+                stack.enter_context(dbmod.flock(dbmod.writer_lock(path), exclusive=True))
+            stack.enter_context(dbmod.flock(dbmod.file_lock(path), exclusive=False))
+            if not write and not path.exists():
+                raise IndexError_(f"no index at {path}", hint="build it with `ledger index`")
+        eng = dbmod.engine(url, mode="write" if write else "read")
+        stack.callback(eng.dispose)
+        conn = stack.enter_context(dbmod.server_connection(eng, url) if not dbmod.is_sqlite(url) else eng.connect())
+        stack.enter_context(conn.begin())
+        if not write and conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield conn
+
+
 def set_aside_list(url: str) -> list[str]:
     """Damaged index copies kept next to an SQLite index (newest first; see setaside.KEEP_SET_ASIDE)."""
     if not dbmod.is_sqlite(url):
@@ -118,13 +140,13 @@ def db_check(url: str, owned: bool = False) -> list[str]:
         if damage:
             return problems  # the schema cannot be trusted on a damaged file
         try:
-            with reading(url) as conn:
+            with schema_connection(url) as conn:
                 problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn, strict=False))
         except Exception as exc:  # noqa: BLE001 - damage the quick check missed
             if not dbmod.is_page_damage(exc):
                 raise
             problems.append(f"damaged: {getattr(exc, 'orig', None) or exc}")
         return problems
-    with reading(url) as conn:
+    with schema_connection(url) as conn:
         problems.extend(f"schema differs from the models: {d}" for d in schema_diff(conn, strict=False))
     return problems

@@ -46,7 +46,7 @@ def _forget(url: str, selector: str, notify: Notify) -> dict[str, Any]:
             raise IndexError_(f"{selector!r} names {len(ids)} homes of the index (ids {', '.join(map(str, ids))})",
                               hint="forget one by its id from `ledger homes list`")
         row = next(h for h in homes_mod.listing(conn) if h["id"] == ids[0])
-        if conn.dialect.name == "postgresql":  # (not while a pass of that home is writing)
+        if conn.dialect == "postgresql":  # (not while a pass of that home is writing)
             with pglocks.held(conn, (pglocks.HOME_NS, ids[0]), f"the home {row['path']} in the index",
                               pglocks.DEFAULT_TIMEOUT, notify, xact=True):
                 runs = homes_mod.forget(conn, ids[0])

@@ -81,6 +81,7 @@ from ledger.index import db as dbmod
 from ledger.index import copies, pglocks, sealing
 from ledger.index import homes as homes_mod
 from ledger.index.bulk import analyze_if_unknown, copy_batch, insert_dicts, insert_encoded
+from ledger.index.connect import transaction
 from ledger.index.dbapi import wrap
 from ledger.index.project import Folded
 from ledger.index.scan import CHILD_TABLES, LINK_SIG, PREFIX_BYTES, Work, delete_runs, launcher_dict
@@ -120,9 +121,11 @@ class _Pending:
 
 
 class Indexer:
-    """Index homes into an open engine. `progress(done, total)` is called while working."""
+    """Index homes on an open connection (a DB-API one, or an SQLAlchemy one: tests, a
+    server's pass); `engine` is not used (kept for callers). `progress(done, total)` is
+    called while working."""
 
-    def __init__(self, engine: Any, *, progress: Progress | None = None, single_transaction: bool = False,
+    def __init__(self, engine: Any = None, *, progress: Progress | None = None, single_transaction: bool = False,
                  racy_ns: int | None = None, full: bool = False, workers: int | None = None,
                  prepare: Callable[[Any], None] | None = None,
                  sources: Iterable[Source] = SOURCES,
@@ -180,7 +183,7 @@ class Indexer:
     def _txn(self, conn: Any) -> Any:
         if self.single:
             return nullcontext()
-        return conn.begin()
+        return transaction(conn)
 
     def _ready(self, conn: Any) -> None:
         """Before the first write of a fresh build: create the schema, register the homes."""

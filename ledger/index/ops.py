@@ -9,13 +9,13 @@ index. `ledger db` and `ledger homes` have their own (ledger.index.dbadmin, home
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from ledger.errors import LedgerError
 from ledger.home import HOME_HINT, ensure_home_uid, home_problem  # (one rule for every command)
 from ledger.index import db as dbmod
+from ledger.index.connect import reading, writing  # noqa: F401 - (the commands' connections: a Conn)
 from ledger.index.db import IndexError_, Notify
 
 
@@ -220,57 +220,6 @@ def _unwritable(url: str, why: str, stale_ok: bool, notify: Notify) -> Any:
                                             "--db PATH to index the home into")
     notify(f"ledger: cannot update the index {where} ({why}); answering from it as it is: it may be stale")
     return IndexSummary()
-
-
-@contextmanager
-def reading(url: str) -> Iterator[Any]:
-    """A connection inside one read transaction (one consistent snapshot of the index)."""
-    if dbmod.is_sqlite(url):
-        path = dbmod.sqlite_path(url)
-        with dbmod.flock(dbmod.file_lock(path), exclusive=False):
-            if not path.exists():
-                raise IndexError_(f"no index at {path}", hint="build it with `ledger index`")
-            eng = dbmod.engine(url, mode="read")
-            try:
-                with eng.connect() as conn, conn.begin():
-                    yield conn
-            finally:
-                eng.dispose()
-        return
-    eng = dbmod.engine(url)
-    try:
-        with dbmod.server_connection(eng, url) as conn, conn.begin():
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield conn
-    finally:
-        eng.dispose()
-
-
-@contextmanager
-def writing(url: str) -> Iterator[Any]:
-    """A write transaction on an existing index for derived data (the report's tables).
-
-    SQLite: under the writer lock, so it queues behind index passes instead of leaning on
-    the busy timeout, and the shared file lock, so a swap never happens underneath it.
-    """
-    if dbmod.is_sqlite(url):
-        path = dbmod.sqlite_path(url)
-        with dbmod.flock(dbmod.writer_lock(path), exclusive=True), \
-                dbmod.flock(dbmod.file_lock(path), exclusive=False):
-            eng = dbmod.engine(url, mode="write")
-            try:
-                with eng.connect() as conn, conn.begin():
-                    yield conn
-            finally:
-                eng.dispose()
-        return
-    eng = dbmod.engine(url)
-    try:
-        with dbmod.server_connection(eng, url) as conn, conn.begin():
-            yield conn
-    finally:
-        eng.dispose()
 
 
 def read_repairing(homes: Sequence[str | os.PathLike[str]], url: str, read: Callable[[], Any],

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from ledger.index.db import IndexError_
+from ledger.index.dbapi import Conn, wrap
 
 HOME_NS = 0x4C444848  # "LDHH"
 COPY_NS = 0x4C444350  # "LDCP"
@@ -38,16 +39,16 @@ def _holder(conn: Any, key: tuple[int, ...], xact: bool = False) -> str:
     else:
         where = f"l.classid = {key[0]} AND l.objid = {key[1]} AND l.objsubid = 2"
     try:
-        row = conn.exec_driver_sql(
+        row = wrap(conn).one(
             "SELECT a.application_name, a.client_addr::text, a.state, "
             "extract(epoch FROM now() - a.state_change)::bigint, a.pid "
             f"FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
-            f"AND l.granted AND {where} LIMIT 1").first()
+            f"AND l.granted AND {where} LIMIT 1")
     except Exception:  # noqa: BLE001 - naming the holder is a courtesy; pg_stat_activity may be hidden
         return "another ledger process"
     finally:
-        if conn.in_transaction() and not xact:
-            conn.commit()
+        if not xact:
+            _session(conn).commit()
     if row is None:
         return "another ledger process"
     app, addr, state, secs, pid = row
@@ -66,9 +67,9 @@ def held(conn: Any, key: tuple[int, ...], what: str, timeout: float, notify: Cal
     deadline = time.monotonic() + max(0.0, timeout)
     told = False
     while True:
-        got = conn.exec_driver_sql(f"SELECT {try_lock}({args})").scalar()
+        got = wrap(conn).scalar(f"SELECT {try_lock}({args})")
         if not xact:
-            conn.commit()
+            _session(conn).commit()
         if got:
             break
         if time.monotonic() >= deadline:
@@ -86,10 +87,9 @@ def held(conn: Any, key: tuple[int, ...], what: str, timeout: float, notify: Cal
     try:
         yield
     finally:
-        if conn.in_transaction():
-            conn.rollback()
-        conn.exec_driver_sql(f"SELECT pg_advisory_unlock{shared_}({args})")
-        conn.commit()
+        _session(conn).rollback()
+        wrap(conn).scalar(f"SELECT pg_advisory_unlock{shared_}({args})")
+        _session(conn).commit()
 
 
 def lock_copies(conn: Any, run_ids: list[str], timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -97,7 +97,13 @@ def lock_copies(conn: Any, run_ids: list[str], timeout: float = DEFAULT_TIMEOUT)
     released at commit. Bounded by lock_timeout."""
     if not run_ids:
         return
-    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(timeout * 1000)}ms'")
-    conn.exec_driver_sql(
-        f"SELECT pg_advisory_xact_lock({COPY_NS}, hashtext(x)) FROM unnest(%(ids)s::text[]) AS x ORDER BY x",
-        {"ids": sorted(run_ids)})
+    c = wrap(conn)
+    c.execute(f"SET LOCAL lock_timeout = '{int(timeout * 1000)}ms'")
+    c.rows(f"SELECT pg_advisory_xact_lock({COPY_NS}, hashtext(x)) FROM unnest(CAST(? AS text[])) AS x ORDER BY x",
+           (sorted(run_ids),))
+
+
+def _session(conn: Any) -> Any:
+    """What commits or rolls back the lock's connection (an SQLAlchemy one, or the driver's
+    under a Conn): a no-op outside a transaction on both."""
+    return conn.raw if isinstance(conn, Conn) else conn

@@ -5,9 +5,10 @@ already up to date (ledger.index.fresh). Importing SQLAlchemy and the models cos
 times those queries, so they are written in plain SQL that both databases take, and run on:
 
 - SQLite: a read-only sqlite3 connection in one read transaction, under the shared file
-  lock (as ledger.index.ops.reading: the file is never swapped underneath it);
-- PostgreSQL (or another server): ops.reading()'s connection (REPEATABLE READ, READ ONLY),
-  through its driver (`exec_driver_sql`).
+  lock (the file is never swapped underneath it);
+- PostgreSQL (or another server): REPEATABLE READ, READ ONLY, through its driver.
+
+`reading()` is ledger.index.connect's (ops.reading is the same).
 
 Queries use `?` placeholders (turned into the driver's own). Values come back as each
 driver gives them; `boolean()`, `utc_text()` make them what SQLAlchemy's types would.
@@ -16,35 +17,10 @@ driver gives them; `boolean()`, `utc_text()` make them what SQLAlchemy's types w
 from __future__ import annotations
 
 import os
-import sqlite3
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
-from ledger.index import db as dbmod
+from ledger.index.connect import reading  # noqa: F401 - (re-exported: the readers' read transaction)
 from ledger.index.dbapi import Conn, wrap  # noqa: F401 - (re-exported: the readers' connection)
-
-
-@contextmanager
-def reading(url: str) -> Iterator[Conn]:
-    """A Conn inside one read transaction (one consistent snapshot of the index)."""
-    if not dbmod.is_sqlite(url):
-        from ledger.index.ops import reading as sa_reading
-
-        with sa_reading(url) as conn:
-            yield Conn(conn, conn.dialect.name)
-        return
-    path = dbmod.sqlite_path(url)
-    with dbmod.flock(dbmod.file_lock(path), exclusive=False):
-        if not path.exists():
-            raise dbmod.IndexError_(f"no index at {path}", hint="build it with `ledger index`")
-        raw = sqlite3.connect(dbmod._ro_uri(path), uri=True, timeout=dbmod.BUSY_TIMEOUT_MS / 1000,
-                              isolation_level=None, check_same_thread=False)
-        try:
-            raw.execute(f"PRAGMA busy_timeout = {dbmod.BUSY_TIMEOUT_MS}")
-            raw.execute("BEGIN")
-            yield Conn(raw, "sqlite")
-        finally:
-            raw.close()
 
 
 def home_id(conn: Conn, home: str | os.PathLike[str]) -> int | None:

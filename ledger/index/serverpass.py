@@ -18,7 +18,8 @@ from ledger.index import db as dbmod
 from ledger.index import homes as homes_mod
 from ledger.index import pglocks, serverdb
 from ledger.index.db import IndexError_, Notify
-from ledger.index.dbapi import wrap
+from ledger.index.connect import in_transaction, server_connect, transaction
+from ledger.index.dbapi import Conn, wrap
 
 
 class _Locks:
@@ -29,7 +30,7 @@ class _Locks:
         self.url = url
         self.timeout = timeout
         self.notify = notify
-        self.pg = conn.dialect.name == "postgresql"
+        self.pg = wrap(conn).dialect == "postgresql"
 
     def schema(self, shared: bool) -> Any:
         if not self.pg:
@@ -42,7 +43,7 @@ class _Locks:
             return nullcontext()
         # (a rebuild is one transaction: its home locks are the transaction's)
         return pglocks.held(self.conn, (pglocks.HOME_NS, home_id), f"the home {home} in the index", self.timeout,
-                            self.notify, xact=self.conn.in_transaction())
+                            self.notify, xact=in_transaction(self.conn))
 
 
 def index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, progress: Any,
@@ -52,25 +53,25 @@ def index_server(homes: list[str], url: str, rebuild: bool, notify: Notify, prog
     from ledger.index.indexer import Indexer
 
     timeout = pglocks.DEFAULT_TIMEOUT if lock_timeout is None else lock_timeout
-    eng = dbmod.engine(url, app_name="ledger index")
+    raw = server_connect(url, app_name="ledger index")
     try:
-        with dbmod.server_connection(eng, url) as conn:
-            locks = _Locks(conn, url, timeout, notify)
-            _ready_schema(conn, url, rebuild, notify, locks)
-            with locks.schema(shared=True):
-                if rebuild:
-                    return _rebuild(eng, conn, homes, progress, racy_ns, full, locks)
-                return Indexer(eng, progress=progress, racy_ns=racy_ns, full=full,
-                               home_lock=locks.home).index(conn, homes)
+        conn = Conn(raw, "postgresql")
+        locks = _Locks(conn, url, timeout, notify)
+        _ready_schema(conn, url, rebuild, notify, locks)
+        with locks.schema(shared=True):
+            if rebuild:
+                return _rebuild(conn, homes, progress, racy_ns, full, locks)
+            return Indexer(progress=progress, racy_ns=racy_ns, full=full,
+                           home_lock=locks.home).index(conn, homes)
     finally:
-        eng.dispose()
+        raw.close()
 
 
 def _ready_schema(conn: Any, url: str, rebuild: bool, notify: Notify, locks: _Locks) -> None:
     """The schema checked under the shared schema lock; created or migrated (a newer one
     dropped, for a rebuild) under the exclusive one."""
     with locks.schema(shared=True):
-        with conn.begin():
+        with transaction(conn):
             status = serverdb.inspect_server(conn)
     if status.kind == "foreign":
         raise IndexError_(f"the database {dbmod.redact_url(url)} is not a ledger index: {status.detail}",
@@ -82,8 +83,8 @@ def _ready_schema(conn: Any, url: str, rebuild: bool, notify: Notify, locks: _Lo
     if status.kind == "ok":
         return
     with locks.schema(shared=False):
-        with conn.begin():
-            _migrate(conn, url, notify)
+        with dbmod.migrating(conn.raw) as sa_conn:  # (SQLAlchemy over the pass's connection, for Alembic)
+            _migrate(sa_conn, url, notify)
 
 
 def _migrate(conn: Any, url: str, notify: Notify) -> None:
@@ -105,18 +106,18 @@ def _migrate(conn: Any, url: str, notify: Notify) -> None:
                    f"to {dbmod.HEAD}")
 
 
-def _rebuild(eng: Any, conn: Any, homes: list[str], progress: Any, racy_ns: int | None, full: bool,
+def _rebuild(conn: Any, homes: list[str], progress: Any, racy_ns: int | None, full: bool,
              locks: _Locks) -> Any:
     """Clear and re-index this machine's homes (and `homes`) in one transaction."""
     from ledger.index.indexer import Indexer
 
-    with conn.begin():
+    with transaction(conn):
         known = _machine_homes(conn, homes)
     all_homes = homes_mod.merge(homes, known)
-    with conn.begin():
+    with transaction(conn):
         ids = _lock_homes(conn, all_homes, locks)
         serverdb.clear_home_rows(conn, ids)
-        summary = Indexer(eng, progress=progress, single_transaction=True, racy_ns=racy_ns,
+        summary = Indexer(progress=progress, single_transaction=True, racy_ns=racy_ns,
                           full=full, home_lock=locks.home).index(conn, all_homes)
     summary.rebuilt = True
     return summary
@@ -145,9 +146,10 @@ def _other_machines(conn: Any) -> int:
     """How many other machines' homes a (possibly newer) index holds; -1 when it cannot tell."""
     from ledger.home import machine_id
 
+    c = wrap(conn)
     try:
-        with conn.begin_nested():
-            rows = conn.exec_driver_sql("SELECT DISTINCT machine FROM homes").fetchall()
+        with c.savepoint("ledger_machines"):
+            rows = c.rows("SELECT DISTINCT machine FROM homes")
     except Exception:  # noqa: BLE001 - a schema this ledger does not know
         return -1
     return len({r[0] for r in rows if r[0] not in (None, machine_id())})

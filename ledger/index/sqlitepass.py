@@ -13,7 +13,9 @@ from typing import Any, Sequence
 from ledger.index import db as dbmod
 from ledger.index import homes as homes_mod
 from ledger.index import setaside
+from ledger.index.connect import sqlite_connect
 from ledger.index.db import Notify
+from ledger.index.dbapi import Conn
 from ledger.index.sqlitechecks import check_parent, copied_from, homes_in, quick_check, refuse_foreign, refuse_losing_homes
 
 
@@ -51,23 +53,18 @@ def build_fresh(path: Path, homes: list[str], progress: Any, racy_ns: int | None
     setaside.remove_sqlite_files(tmp)
     # created 0600 before SQLite opens it (its -wal/-shm inherit the mode): nothing leaks
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    eng = dbmod.engine(f"sqlite:///{tmp}", mode="build")
     try:
-        with eng.connect() as conn:
-            def create_schema(c: Any) -> None:
-                with c.begin():
-                    dbmod.upgrade(c)
-
+        raw = sqlite_connect(tmp, "build")
+        try:
             # the schema is created once the first records are being read (see Indexer)
-            summary = Indexer(eng, progress=progress, racy_ns=racy_ns, full=full,
-                              prepare=create_schema).index(conn, homes)
-            # outside any transaction (SQLAlchemy would begin one): the raw sqlite3 connection
-            conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL").fetchall()
+            summary = Indexer(progress=progress, racy_ns=racy_ns, full=full,
+                              prepare=lambda _c: dbmod.upgrade_sqlite(raw)).index(Conn(raw, "sqlite"), homes)
+            raw.execute("PRAGMA journal_mode = WAL").fetchall()
+        finally:
+            raw.close()
     except BaseException:
-        eng.dispose()
         setaside.remove_sqlite_files(tmp)
         raise
-    eng.dispose()
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -132,12 +129,11 @@ def _checked_status(url: str, path: Path, homes: list[str], notify: Notify, rebu
 def upgrade_file(url: str) -> None:
     """Migrate the SQLite index at `url` to head in one write transaction (the caller holds the
     writer lock and the exclusive file lock)."""
-    eng = dbmod.engine(url, mode="write")
+    raw = sqlite_connect(dbmod.sqlite_path(url), "write")
     try:
-        with eng.connect() as conn, conn.begin():
-            dbmod.upgrade(conn)
+        dbmod.upgrade_sqlite(raw)
     finally:
-        eng.dispose()
+        raw.close()
 
 
 def _pass_in_place(url: str, path: Path, homes: list[str], progress: Any, racy_ns: int | None,
@@ -148,12 +144,11 @@ def _pass_in_place(url: str, path: Path, homes: list[str], progress: Any, racy_n
 
     try:
         with dbmod.flock(dbmod.file_lock(path), exclusive=False):
-            eng = dbmod.engine(url, mode="write")
+            raw = sqlite_connect(path, "write")
             try:
-                with eng.connect() as conn:
-                    return Indexer(eng, progress=progress, racy_ns=racy_ns, full=full).index(conn, homes)
+                return Indexer(progress=progress, racy_ns=racy_ns, full=full).index(Conn(raw, "sqlite"), homes)
             finally:
-                eng.dispose()
+                raw.close()
     except Exception as exc:  # noqa: BLE001 - classified below
         from ledger.index.dberrors import driver_error
 

@@ -18,6 +18,7 @@ import tempfile
 from typing import Any, Callable, NamedTuple
 
 from ledger.index import db as dbmod
+from ledger.index.dbapi import wrap
 from ledger.index.project import OUT_TABLES, TOOLS_JSON, TOOLS_JSON_INSERT, Folded, plan
 
 SCRATCH_PREFIX = ".ledger-index-parts-"  # + the indexing process's pid + "-" + random
@@ -163,11 +164,12 @@ class Workers:
         in-memory database: rows then travel back to this process)."""
         if self._scratch is None and not self._no_scratch:
             self._no_scratch = True  # until proven otherwise below
-            database = conn.engine.url.database
-            if not database or database == ":memory:" or database.startswith("file:"):
+            raw = wrap(conn).raw
+            database = next((r[2] for r in raw.execute("PRAGMA database_list") if r[1] == "main"), "")
+            if not database:  # (an in-memory or temporary database)
                 return None
             try:  # json_each (SQLite >= 3.38 has it built in) expands the tool counts
-                conn.connection.driver_connection.execute("SELECT value FROM json_each('[1]')").fetchall()
+                raw.execute("SELECT value FROM json_each('[1]')").fetchall()
             except sqlite3.Error:
                 return None
             directory = os.path.dirname(os.path.abspath(database))

@@ -371,7 +371,7 @@ class _Part:
     def copy_into(self, raw: Any) -> None:
         """INSERT ... SELECT from the attached scratch file (~4x cheaper than an executemany
         of its rows). ATTACH is allowed in a transaction, DETACH only after it: the
-        connection's close (ops.writing disposes its engine) lets the file go."""
+        connection's close (at the end of ops.writing) lets the file go."""
         import sqlite3
 
         alias = f"ledger_facts_part_{os.getpid()}_{next(_ALIASES)}"
