@@ -141,6 +141,30 @@ def _submit(term: Terminal, text: str, answer: str, tries: int = 4) -> None:
     term.wait_for(answer, 30)
 
 
+def _submit_codex(term: Terminal, text: str, answer: str, tries: int = 4) -> None:
+    """Type `text` into Codex's composer, then Enter once it shows there; Enter again only
+    while the text still sits in the composer (the bottom `› ` line), which is what a lost
+    Enter looks like (Codex 0.169 drops one while it is still starting, seen in CI): a
+    second Enter on a submitted prompt would hit an empty composer, which Codex ignores."""
+    import time
+
+    term.text(text)
+    term.wait_for(r"^› " + re.escape(text), 20)
+    for _ in range(tries):
+        time.sleep(1.0)  # (Codex takes text and Enter in one burst for a paste)
+        term.keys("Enter")
+        end = time.monotonic() + 15
+        while time.monotonic() < end:
+            screen = term.screen()
+            if re.search(answer, screen, re.M):
+                return
+            composer = re.findall(r"^› ?(.*)$", screen, re.M)
+            if composer and composer[-1].strip() == text and time.monotonic() > end - 10:
+                break  # 5 s on and still in the composer: the Enter was lost
+            time.sleep(0.2)
+    term.wait_for(answer, 30)
+
+
 def _one_run(home: Path) -> Path:
     runs = list(home.glob("runs/*/run_*"))
     assert len(runs) == 1, runs
@@ -238,17 +262,15 @@ def test_codex_interactive_two_prompts_and_exit(tmp_path):
                            f"{CODEX_BIN} -m {CODEX_MODEL}")
             term.wait_for(r"OpenAI Codex", 60)
             term.wait_for(r"^› ", 60)
-            term.type_line("say one", pause=1.0)
-            term.wait_for(r"• first answer", 60)
+            _submit_codex(term, "say one", r"• first answer")
             # Ctrl-C reaches Codex, not ledger: it clears the draft in Codex's composer (or,
             # while Codex still has a task running, asks what to do with it: esc goes back)
             term.text("a draft to clear")
             term.wait_for(r"^› a draft to clear", 20)
             term.keys("C-c")
             _wait_cleared(term)
-            term.type_line("say two", pause=1.0)
             # (the next scripted answer, or a later one: the title requests take steps too)
-            term.wait_for(r"› say two\n(?:.*\n)*?• \S", 60)
+            _submit_codex(term, "say two", r"› say two\n(?:.*\n)*?• \S")
             term.wait_for(r"Worked for(?:.*\n)+(?:.*\n)*?.*Worked for", 60)
             term.type_line("/exit", pause=1.0)
             code = _after_exit(term)
